@@ -1,0 +1,213 @@
+"""The instruction table: the one source of truth for rvm's instruction set.
+
+Every opcode is declared here once: its stable number, mnemonic, family, the cell types it acts
+on, its operand kinds, its inverse, flags, statement syntax and a short doc.  The assembler's
+operand checks, the disassembler, the interpreter's inverse map (rvm/_opcodes.pxi is generated
+from this module at build time), the bytecode verifier and docs/isa.md are all derived from it.
+
+Encoding: an instruction is a row of six int64 words ``[opcode, s1, s2, s3, s4, s5]``; operands
+fill s1.. in the order of ``Op.operands``.  Operand kinds:
+
+  y        cell the instruction updates (an operand word, see rvm/program.py)
+  a        cell it only reads (an operand word)
+  imm      immediate raw 64-bit word of the instruction's type
+  k        small immediate integer (bit count 0..63)
+  fn       function id (isa/functions.py)
+  cc       condition word: cmp | (type << 4)
+  pc       code address
+  callsite index into Program.callsites
+  func     index into Program.functions
+  trace    index into Program.traces
+
+Opcode numbers are part of the .rbc format: new opcodes are appended (the generation order below
+is fixed) and the format version goes up when a number changes.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .functions import FN1, FN2
+from .types import ALL_TYPES, FIXED, FLOAT, INT, LNS, NumType
+
+# flags
+DATA = "data"              # update of cells; runs backward as its inverse opcode
+CONTROL = "control"        # changes control flow; direction handled by the machine
+SELF_INVERSE = "self-inverse"
+EXACT = "exact"            # inverse restores every bit
+READS_ONLY = "reads-only"  # changes no cell (checks, trace)
+
+
+@dataclass(frozen=True)
+class Op:
+    code: int
+    name: str                     # mnemonic, unique: family + "." + type suffix(es)
+    family: str
+    types: tuple[NumType, ...]    # () for untyped; (dst, src) for conversions
+    operands: tuple[str, ...]
+    inverse: str                  # mnemonic of the inverse opcode
+    flags: frozenset[str]
+    syntax: str                   # statement form; {0}.. are operands, {fn} the function name
+    doc: str
+    family_doc: str = field(default="", compare=False)
+
+    @property
+    def type(self) -> NumType | None:
+        return self.types[0] if self.types else None
+
+    @property
+    def targets(self) -> tuple[int, ...]:
+        """Operand positions of the cells this instruction writes."""
+        return tuple(i for i, k in enumerate(self.operands) if k == "y")
+
+    @property
+    def sources(self) -> tuple[int, ...]:
+        return tuple(i for i, k in enumerate(self.operands) if k == "a")
+
+
+_ops: list[Op] = []
+
+
+def _name(family: str, types: tuple[NumType, ...]) -> str:
+    return family + ("." + "".join(t.suffix for t in types) if types else "")
+
+
+def _family(family: str, inverse: str, types, operands, syntax: str, doc: str, flags=()) -> None:
+    """Declare one family: one opcode per type (or type tuple)."""
+    for t in types:
+        tt = t if isinstance(t, tuple) else ((t,) if t is not None else ())
+        fl = set(flags)
+        if inverse == family:
+            fl.add(SELF_INVERSE)
+        if CONTROL not in fl and READS_ONLY not in fl:
+            fl.add(DATA)
+        if FLOAT not in tt and CONTROL not in fl:
+            fl.add(EXACT)
+        _ops.append(Op(len(_ops), _name(family, tt), family, tt, tuple(operands),
+                       _name(inverse, tt), frozenset(fl), syntax, doc))
+
+
+NUM = (INT, FIXED, FLOAT)
+
+# --- additive updates -------------------------------------------------------------------
+_family("add", "sub", NUM, ("y", "a"), "{0} += {1}", "y += a (wrapping for int and fixed)")
+_family("sub", "add", NUM, ("y", "a"), "{0} -= {1}", "y -= a")
+_family("addi", "subi", NUM, ("y", "imm"), "{0} += {1}", "y += immediate")
+_family("subi", "addi", NUM, ("y", "imm"), "{0} -= {1}", "y -= immediate")
+_family("inc", "dec", (INT,), ("y",), "inc {0}", "y += 1")
+_family("dec", "inc", (INT,), ("y",), "dec {0}", "y -= 1")
+_family("addmul", "submul", NUM, ("y", "a", "a"), "{0} += {1} * {2}",
+        "y += a*b; fixed: the 128-bit product rounded half to even to F fraction bits")
+_family("submul", "addmul", NUM, ("y", "a", "a"), "{0} -= {1} * {2}", "y -= a*b, same rounding")
+_family("adddiv", "subdiv", NUM, ("y", "a", "a"), "{0} += {1} / {2}",
+        "y += a/b; int: floor division; fixed: (a << F)/b rounded half to even; traps if b == 0")
+_family("subdiv", "adddiv", NUM, ("y", "a", "a"), "{0} -= {1} / {2}", "y -= a/b, same rounding")
+# --- bit updates ------------------------------------------------------------------------
+_family("xor", "xor", (INT,), ("y", "a"), "{0} ^= {1}", "y ^= a")
+_family("xori", "xori", (INT,), ("y", "imm"), "{0} ^= {1}", "y ^= immediate")
+_family("xorand", "xorand", (INT,), ("y", "a", "a"), "{0} ^= {1} & {2}",
+        "y ^= a & b (the Toffoli gate on 64 bit lanes)")
+# --- permutations -----------------------------------------------------------------------
+_family("neg", "neg", ALL_TYPES, ("y",), "neg {0}",
+        "y = -y (int wraps at INT64_MIN; lns flips the sign; float flips the sign bit)")
+_family("not", "not", (INT,), ("y",), "not {0}", "y = ~y")
+_family("rotl", "rotr", (INT,), ("y", "k"), "rotl {0}, {1}", "rotate the 64 bits of y left by k")
+_family("rotr", "rotl", (INT,), ("y", "k"), "rotr {0}, {1}", "rotate the 64 bits of y right by k")
+_family("swap", "swap", ALL_TYPES, ("y", "y"), "swap {0}, {1}", "exchange two cells")
+_family("rot", "irot", (FIXED, FLOAT), ("y", "y", "a"), "rot {0}, {1}, {2}",
+        "Givens rotation (x, y) <- (x cos t - y sin t, x sin t + y cos t); fixed: three lifting "
+        "shears, exact inverse (see isa/arith.py)")
+_family("irot", "rot", (FIXED, FLOAT), ("y", "y", "a"), "irot {0}, {1}, {2}",
+        "inverse of rot (fixed: the shears undone in reverse order)")
+# --- functions --------------------------------------------------------------------------
+_family("addfn", "subfn", NUM, ("y", "a", "fn"), "{0} += {fn}({1})",
+        "y += f(x) for a unary f of isa/functions.py; fixed evaluates f in binary64 and rounds "
+        "half to even; traps on a domain error or a result out of range")
+_family("subfn", "addfn", NUM, ("y", "a", "fn"), "{0} -= {fn}({1})", "y -= f(x)")
+_family("addfn2", "subfn2", (FIXED, FLOAT), ("y", "a", "a", "fn"), "{0} += {fn}({1}, {2})",
+        "y += f(a, b) for a binary f (pow, atan2, hypot)")
+_family("subfn2", "addfn2", (FIXED, FLOAT), ("y", "a", "a", "fn"), "{0} -= {fn}({1}, {2})",
+        "y -= f(a, b)")
+# --- log numbers ------------------------------------------------------------------------
+_family("mul", "div", (LNS,), ("y", "a"), "{0} *= {1}",
+        "y *= a, exact: adds the logs and xors the signs; traps if a is zero")
+_family("div", "mul", (LNS,), ("y", "a"), "{0} /= {1}", "y /= a, exact; traps if a is zero")
+# --- conversions: y += T(x), and y *= lns(x) --------------------------------------------
+_CVT_PAIRS = tuple((d, s) for d in ALL_TYPES for s in ALL_TYPES if d != s)
+for _d, _s in _CVT_PAIRS:
+    if _d == LNS:
+        _family("cvt", "uncvt", ((_d, _s),), ("y", "a"), "{0} *= lns({1})",
+                "y *= lns(x): multiply by x rounded to lns; traps if x is zero")
+        _family("uncvt", "cvt", ((_d, _s),), ("y", "a"), "{0} /= lns({1})", "y /= lns(x)")
+    else:
+        _family("cvt", "uncvt", ((_d, _s),), ("y", "a"), "{0} += " + _d.name_ + "({1})",
+                "y += x converted to y's type (rounded half to even; traps if out of range)")
+        _family("uncvt", "cvt", ((_d, _s),), ("y", "a"), "{0} -= " + _d.name_ + "({1})",
+                "y -= x converted, same rounding")
+# --- stack and ancillas (untyped: move raw words) ---------------------------------------
+_family("push", "pop", (None,), ("y",), "push {0}",
+        "move y onto the value stack and zero y; traps on stack overflow")
+_family("pop", "push", (None,), ("y",), "pop {0}",
+        "move the top of the value stack into y; traps if y is not zero or the stack is empty")
+_family("alloc", "free", (None,), ("y",), "alloc {0}",
+        "an ancilla comes into scope: traps unless y is zero")
+_family("free", "alloc", (None,), ("y",), "free {0}",
+        "an ancilla leaves scope: traps unless y is zero")
+# --- checks and tracing -----------------------------------------------------------------
+_family("assert", "assert", (None,), ("cc", "a", "a"), "assert {cond}",
+        "trap unless the condition holds (checked in both directions)", flags=(READS_ONLY,))
+_family("trace", "trace", (None,), ("trace",), "trace {trace}",
+        "report a message and cell values to the trace handler; changes nothing",
+        flags=(READS_ONLY,))
+_family("nop", "nop", (None,), (), "nop", "do nothing", flags=(READS_ONLY,))
+# --- control ----------------------------------------------------------------------------
+_family("jmp", "join", (None,), ("cc", "a", "a", "pc"), "jmp {label}{if}",
+        "fork: go to the join at pc if the condition holds (always without one), else fall "
+        "through.  Backward it is a join: the condition must hold iff control came from pc",
+        flags=(CONTROL,))
+_family("join", "jmp", (None,), ("cc", "a", "a", "pc"), "join {label}{if}",
+        "join: control came from the jmp at pc iff the condition holds (traps otherwise).  "
+        "Backward it is a fork: it goes back to pc iff the condition holds", flags=(CONTROL,))
+_family("call", "uncall", (None,), ("callsite",), "call {call}",
+        "run a function forward with by-reference arguments", flags=(CONTROL,))
+_family("uncall", "call", (None,), ("callsite",), "uncall {call}",
+        "run a function backward", flags=(CONTROL,))
+_family("begin", "end", (None,), ("func",), "(function entry)",
+        "function entry; reached going backward it returns (locals must be zero)",
+        flags=(CONTROL,))
+_family("end", "begin", (None,), ("func",), "(function exit)",
+        "function exit; reached going forward it returns (locals must be zero)",
+        flags=(CONTROL,))
+
+OPS: tuple[Op, ...] = tuple(_ops)
+OP_BY_NAME: dict[str, Op] = {op.name: op for op in OPS}
+assert len(OP_BY_NAME) == len(OPS)
+INVERSE: tuple[int, ...] = tuple(OP_BY_NAME[op.inverse].code for op in OPS)
+FAMILIES: dict[str, tuple[Op, ...]] = {}
+for _op in OPS:
+    FAMILIES.setdefault(_op.family, ())
+    FAMILIES[_op.family] += (_op,)
+
+ROW_WIDTH = 6   # words per instruction
+
+
+def op_for(family: str, *types: NumType) -> Op | None:
+    """The opcode of `family` acting on `types` (None if the family has no such variant)."""
+    return OP_BY_NAME.get(_name(family, tuple(types)))
+
+
+def c_name(op: Op) -> str:
+    """Identifier of the opcode in the generated C/Cython enum, e.g. OP_ADDMUL_X."""
+    return "OP_" + op.name.replace(".", "_").upper()
+
+
+def generate_pxi() -> str:
+    """Cython include with the opcode enum and the inverse map (written at build time)."""
+    lines = ["# Generated from isa/table.py by setup.py; do not edit.", "cdef enum:"]
+    lines += [f"    {c_name(op)} = {op.code}" for op in OPS]
+    lines += [f"    N_OPCODES = {len(OPS)}", "",
+              "cdef enum:"]
+    lines += [f"    FN1_{f.name.upper()} = {f.id}" for f in FN1]
+    lines += [f"    FN2_{f.name.upper()} = {f.id}" for f in FN2]
+    lines += ["", f"cdef int INVERSE_TABLE[{len(OPS)}]",
+              "INVERSE_TABLE[:] = [" + ", ".join(str(i) for i in INVERSE) + "]", ""]
+    return "\n".join(lines)
