@@ -1,0 +1,296 @@
+"""The `rvm` command: thin verbs over the assembler and the machine.
+
+Exit codes (documented in README.md and `rvm --help`):
+  0  success
+  1  the program is wrong: assembly errors, an invalid .rbc file, a file that cannot be read
+  2  usage error: bad arguments or input values
+  3  the run trapped (come-from mismatch, nonzero ancilla, division by zero, ...)
+  4  the run hit its step limit (--max-steps)
+  130 interrupted (Ctrl-C)
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+EXIT_OK, EXIT_PROGRAM, EXIT_USAGE, EXIT_TRAP, EXIT_STEP_LIMIT, EXIT_INTERRUPT = 0, 1, 2, 3, 4, 130
+
+EPILOG = """\
+exit status:
+  0 success, 1 program error (assembly diagnostics, invalid .rbc, unreadable file),
+  2 usage error, 3 the run trapped, 4 step limit reached, 130 interrupted.
+
+examples:
+  rvm run programs/rfib.rasm n=10            # prints out = 55
+  rvm run programs/rfibn.rasm --reverse n=12 z=100
+  rvm asm programs/rfib.rasm -o rfib.rbc && rvm dis rfib.rbc
+  rvm invert programs/isqrt.rasm
+"""
+
+
+class UsageError(Exception):
+    pass
+
+
+
+def _load(path: str):
+    """Load a program from a path ('-' reads .rasm text from stdin)."""
+    import rvm
+
+    if path == "-":
+        return rvm.assemble(sys.stdin.read(), filename="<stdin>")
+    p = Path(path)
+    if not p.exists():
+        raise FileNotFoundError(f"cannot read {path}: no such file")
+    return rvm.load(p)
+
+
+def _parse_value(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        raise UsageError(f"cannot read the value {text!r}: give a number or a JSON list") from None
+
+
+def _collect_values(pairs: Sequence[str], json_file: str | None) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    if json_file:
+        try:
+            data = json.loads(Path(json_file).read_text() if json_file != "-" else sys.stdin.read())
+        except (OSError, json.JSONDecodeError) as e:
+            raise UsageError(f"cannot read inputs from {json_file}: {e}") from None
+        if not isinstance(data, dict):
+            raise UsageError(f"{json_file}: expected a JSON object of name: value")
+        values.update(data)
+    for pair in pairs:
+        name, eq, text = pair.partition("=")
+        if not eq or not name:
+            raise UsageError(f"expected NAME=VALUE, got {pair!r}")
+        values[name.strip()] = _parse_value(text.strip())
+    return values
+
+
+def _plain(v: Any) -> Any:
+    """A JSON-friendly Python value."""
+    if hasattr(v, "tolist"):
+        v = v.tolist()
+    if isinstance(v, float) and not math.isfinite(v):
+        return str(v)
+    if isinstance(v, list):
+        return [_plain(x) for x in v]
+    return v
+
+
+def _fmt(v: Any) -> str:
+    v = _plain(v)
+    return json.dumps(v) if isinstance(v, list) else str(v)
+
+
+def _print_table(title: str, rows: list[tuple[str, str]], out=None) -> None:
+    out = out or sys.stdout
+    if out.isatty():
+        from rich.console import Console
+        from rich.table import Table
+
+        t = Table(title=title, title_justify="left", show_header=False, box=None)
+        t.add_column(style="bold cyan")
+        t.add_column()
+        for k, v in rows:
+            t.add_row(k, v)
+        Console(file=out).print(t)
+    else:
+        for k, v in rows:
+            print(f"{k} = {v}", file=out)
+
+
+# ---- verbs -----------------------------------------------------------------------------
+
+def cmd_asm(a: argparse.Namespace) -> int:
+    from assembler import rbc
+
+    prog = _load(a.program)
+    data = rbc.dump(prog)
+    out = a.output or (str(Path(a.program).with_suffix(".rbc")) if a.program != "-" else "-")
+    if out == "-":
+        sys.stdout.buffer.write(data)
+    else:
+        Path(out).write_bytes(data)
+        print(f"wrote {out} ({len(prog.code)} instructions, {len(data)} bytes)", file=sys.stderr)
+    return EXIT_OK
+
+
+def _write_text(text: str, output: str | None) -> None:
+    if output and output != "-":
+        Path(output).write_text(text)
+    else:
+        sys.stdout.write(text)
+
+
+def cmd_dis(a: argparse.Namespace) -> int:
+    from assembler import disassemble
+
+    _write_text(disassemble(_load(a.program)), a.output)
+    return EXIT_OK
+
+
+def cmd_invert(a: argparse.Namespace) -> int:
+    from assembler import disassemble
+    from assembler.invert import invert_program
+
+    _write_text(disassemble(invert_program(_load(a.program))), a.output)
+    return EXIT_OK
+
+
+def cmd_check(a: argparse.Namespace) -> int:
+    from assembler import AssemblyError
+
+    status = EXIT_OK
+    for path in a.programs:
+        try:
+            prog = _load(path)
+        except AssemblyError as e:
+            print(e, file=sys.stderr)
+            status = EXIT_PROGRAM
+            continue
+        print(f"{path}: ok ({len(prog.code)} instructions, {len(prog.functions)} functions, "
+              f"{prog.n_static} static cells)")
+    return status
+
+
+def cmd_run(a: argparse.Namespace) -> int:
+    import rvm
+    from rvm.api import garbage_cells
+
+    prog = _load(a.program)
+    values = _collect_values(a.values, a.inputs)
+    options = {}
+    if a.stack_cells:
+        options["stack_cells"] = a.stack_cells
+    m = rvm.Machine(prog, **options)
+    try:
+        if a.reverse:
+            m.reset_end(values)
+        else:
+            m.reset(values)
+    except (KeyError, ValueError, TypeError, OverflowError, rvm.RVMError) as e:
+        raise UsageError(str(e.args[0]) if e.args else str(e)) from None
+    t0 = time.perf_counter()
+    m.run(direction=-1 if a.reverse else 1, max_steps=a.max_steps)
+    elapsed = time.perf_counter() - t0
+    result = m.inputs() if a.reverse else m.outputs()
+    garbage = garbage_cells(m, at_end=not a.reverse)
+    stats = dict(m.stats)
+    if a.json:
+        doc: dict[str, Any] = {"inputs" if a.reverse else "outputs":
+                               {k: _plain(v) for k, v in result.items()}}
+        if a.stats:
+            doc["stats"] = {**stats, "seconds": elapsed, "garbage": garbage}
+        print(json.dumps(doc, indent=2))
+    else:
+        _print_table("inputs" if a.reverse else "outputs", [(k, _fmt(v)) for k, v in result.items()])
+        if a.stats:
+            steps = stats.get("steps", 0)
+            rows = [(k, str(v)) for k, v in stats.items()]
+            rows.append(("seconds", f"{elapsed:.6f}"))
+            if steps:
+                rows.append(("ns_per_step", f"{elapsed * 1e9 / steps:.2f}"))
+            rows.append(("garbage", ", ".join(garbage) or "none"))
+            _print_table("stats", rows, out=sys.stderr if not a.stats_stdout else sys.stdout)
+    if garbage and not a.json:
+        print(f"rvm: note: {'non-input' if a.reverse else 'non-output'} globals left nonzero: "
+              f"{', '.join(garbage)}", file=sys.stderr)
+    return EXIT_OK
+
+
+# ---- entry -----------------------------------------------------------------------------
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="rvm", formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG,
+        description="rvm: a reversible virtual machine. Assemble .rasm programs and run them "
+                    "forward or backward.")
+    p.add_argument("--version", action="version", version="rvm 0.1.0")
+    sub = p.add_subparsers(dest="verb", metavar="VERB")
+    sub.required = True
+
+    s = sub.add_parser("run", help="run a program forward (or backward with --reverse)",
+                       description="Run a .rasm or .rbc program and print its outputs (or, with "
+                                   "--reverse, run it backward from its outputs and print its "
+                                   "inputs). Values are NAME=VALUE pairs (VALUE is a number or a "
+                                   "JSON list) and/or a JSON file; missing inputs take their "
+                                   "declared defaults.",
+                       formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG)
+    s.add_argument("program", help=".rasm or .rbc file ('-': .rasm text on stdin)")
+    s.add_argument("values", nargs="*", metavar="NAME=VALUE", help="input (or output) values")
+    s.add_argument("--inputs", "-i", metavar="FILE.json", help="values from a JSON object")
+    s.add_argument("--reverse", "-r", action="store_true",
+                   help="run backward: the values are outputs; print the inputs")
+    s.add_argument("--stats", action="store_true",
+                   help="print steps, time and peak stack/ancilla/call depth (to stderr)")
+    s.add_argument("--stats-stdout", action="store_true", help=argparse.SUPPRESS)
+    s.add_argument("--json", action="store_true", help="print JSON")
+    s.add_argument("--max-steps", type=int, metavar="N", help="stop with exit 4 after N steps")
+    s.add_argument("--stack-cells", type=int, metavar="N", help="value stack size in cells")
+    s.set_defaults(func=cmd_run)
+
+    s = sub.add_parser("asm", help="assemble .rasm into .rbc bytecode")
+    s.add_argument("program", help=".rasm file ('-' for stdin)")
+    s.add_argument("-o", "--output", help="output path (default: PROGRAM.rbc; '-' for stdout)")
+    s.set_defaults(func=cmd_asm)
+
+    s = sub.add_parser("dis", help="disassemble a program back to .rasm")
+    s.add_argument("program", help=".rbc or .rasm file")
+    s.add_argument("-o", "--output", help="output path (default stdout)")
+    s.set_defaults(func=cmd_dis)
+
+    s = sub.add_parser("check", help="assemble and verify, report every error")
+    s.add_argument("programs", nargs="+", help=".rasm or .rbc files")
+    s.set_defaults(func=cmd_check)
+
+    s = sub.add_parser("invert", help="print the inverse program as .rasm")
+    s.add_argument("program", help=".rasm or .rbc file")
+    s.add_argument("-o", "--output", help="output path (default stdout)")
+    s.set_defaults(func=cmd_invert)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from assembler import AssemblyError
+    from rvm.errors import InvalidBytecode, StepLimit, Trap
+
+    parser = build_parser()
+    a = parser.parse_args(argv)
+    try:
+        return a.func(a)
+    except AssemblyError as e:
+        print(e, file=sys.stderr)
+        return EXIT_PROGRAM
+    except InvalidBytecode as e:
+        print(f"rvm: error: {e}", file=sys.stderr)
+        return EXIT_PROGRAM
+    except (FileNotFoundError, IsADirectoryError, PermissionError, UnicodeDecodeError) as e:
+        print(f"rvm: error: {e}", file=sys.stderr)
+        return EXIT_PROGRAM
+    except UsageError as e:
+        print(f"rvm: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except StepLimit as e:
+        print(f"rvm: {e}", file=sys.stderr)
+        return EXIT_STEP_LIMIT
+    except Trap as e:
+        print(f"rvm: {e}", file=sys.stderr)
+        return EXIT_TRAP
+    except KeyboardInterrupt:
+        print("rvm: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPT
+    except BrokenPipeError:
+        return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

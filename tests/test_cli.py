@@ -1,0 +1,114 @@
+"""The `rvm` command: verbs, outputs and documented exit codes."""
+import json
+from pathlib import Path
+
+import pytest
+
+from rvm.cli import main
+
+PROGRAMS = Path(__file__).resolve().parent.parent / "programs"
+RFIB = str(PROGRAMS / "rfib.rasm")
+RFIBN = str(PROGRAMS / "rfibn.rasm")
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_run_prints_outputs(capsys):
+    code, out, err = run(capsys, "run", RFIB, "n=10")
+    assert code == 0
+    assert "out = 55" in out.splitlines()
+
+
+def test_run_reverse(capsys):
+    code, out, _ = run(capsys, "run", RFIBN, "--reverse", "n=12", "z=100")
+    assert code == 0
+    assert out.splitlines() == ["n = 0", "z = 100"]
+
+
+def test_run_json_and_stats(capsys, tmp_path):
+    inputs = tmp_path / "in.json"
+    inputs.write_text(json.dumps({"n": 12}))
+    code, out, err = run(capsys, "run", RFIB, "--inputs", str(inputs), "--json", "--stats")
+    assert code == 0
+    doc = json.loads(out)
+    assert doc["outputs"]["out"] == 144
+    assert doc["stats"]["steps"] > 100 and doc["stats"]["peak_depth"] >= 10
+
+
+def test_stats_to_stderr(capsys):
+    code, out, err = run(capsys, "run", RFIB, "n=5", "--stats")
+    assert code == 0 and "out = 5" in out
+    assert "steps = " in err and "peak_stack = " in err
+
+
+def test_asm_dis_roundtrip(capsys, tmp_path):
+    rbc = tmp_path / "rfib.rbc"
+    assert run(capsys, "asm", RFIB, "-o", str(rbc))[0] == 0
+    code, out, _ = run(capsys, "run", str(rbc), "n=10")
+    assert code == 0 and "out = 55" in out
+    code, text, _ = run(capsys, "dis", str(rbc))
+    src = tmp_path / "dis.rasm"
+    src.write_text(text)
+    code, out, _ = run(capsys, "run", str(src), "n=10")
+    assert code == 0 and "out = 55" in out
+
+
+def test_invert_runs_the_program_backward(capsys, tmp_path):
+    code, text, _ = run(capsys, "invert", RFIBN)
+    assert code == 0
+    inv = tmp_path / "inv.rasm"
+    inv.write_text(text)
+    code, out, _ = run(capsys, "run", str(inv), "n=12", "z=100")
+    assert code == 0
+    assert "n = 0" in out.splitlines()
+
+
+def test_check_reports_all_errors(capsys, tmp_path):
+    bad = tmp_path / "bad.rasm"
+    bad.write_text("func main() {\n    x += 1\n    y += 2\n}\n")
+    code, out, err = run(capsys, "check", str(bad))
+    assert code == 1
+    assert f"{bad}:2:5: error[E002]" in err and f"{bad}:3:5: error[E002]" in err
+    assert "^" in err
+
+
+def test_check_ok(capsys):
+    code, out, _ = run(capsys, "check", RFIB, RFIBN)
+    assert code == 0 and out.count(": ok (") == 2
+
+
+def test_trap_exit_code(capsys):
+    code, out, err = run(capsys, "run", RFIBN, "n=3", "z=100")
+    assert code == 3
+    assert "ComeFromError" in err and "rfibn.rasm:" in err
+
+
+def test_step_limit_exit_code(capsys):
+    code, _, err = run(capsys, "run", RFIB, "n=20", "--max-steps", "100")
+    assert code == 4
+    assert "StepLimit" in err
+
+
+def test_usage_errors(capsys):
+    assert run(capsys, "run", RFIB, "nope=3")[0] == 2
+    assert run(capsys, "run", RFIB, "n=abc")[0] == 2
+    assert run(capsys, "run", RFIB, "n")[0] == 2
+    with pytest.raises(SystemExit) as e:
+        main(["frobnicate"])
+    assert e.value.code == 2
+
+
+def test_missing_file(capsys):
+    code, _, err = run(capsys, "run", "no/such/file.rasm")
+    assert code == 1 and "no such file" in err
+
+
+def test_bad_rbc_file(capsys, tmp_path):
+    f = tmp_path / "junk.rbc"
+    f.write_bytes(b"not bytecode at all")
+    code, _, err = run(capsys, "run", str(f))
+    assert code == 1 and "rvm: error:" in err
