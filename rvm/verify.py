@@ -24,8 +24,9 @@ What is checked
 * control: jmp/join pairing both ways; after an unconditional jmp comes a join or an end, and
   (the same rule seen backward) before an unconditional join comes a jmp or a begin;
 * calls: arity, array arguments only for array parameters (G/L/P words with static extents
-  inside memory / the frame), scalars for scalars, argument types, no constant, N operand or
-  unwritten parameter bound to a parameter the callee writes.
+  inside memory / the frame), scalars for scalars (G/L/P/X: an N operand has no cell to pass by
+  reference), argument types, no constant or unwritten parameter bound to a parameter the
+  callee writes.
 
 The jmp/join operands of an ``always`` condition are never read: they must be 0 or valid
 words (their type is not checked).
@@ -33,6 +34,7 @@ words (their type is not checked).
 from __future__ import annotations
 
 from bisect import bisect_right
+from collections import Counter
 
 import numpy as np
 
@@ -213,8 +215,9 @@ class _Verifier:
                          f"[{a[0]}, {a[1]})")
                 self.static_ok = False
         self.static = _Objects(objs)
-        names = [g.name for g in self._globals if isinstance(g, Global)]
-        for dup in sorted({n for n in names if isinstance(n, str) and names.count(n) > 1}):
+        names = Counter(g.name for g in self._globals
+                        if isinstance(g, Global) and isinstance(g.name, str))
+        for dup in sorted(n for n, c in names.items() if c > 1):
             self.err(f"global name {dup!r} is declared more than once")
 
     def _static_item(self, i, g, cls, what, objs, is_const):
@@ -262,6 +265,7 @@ class _Verifier:
         n = self.n
         fs = self._functions
         self.fvalid = [False] * len(fs)
+        self.params_ok = [False] * len(fs)
         self.owner = [-1] * n
         self.local_objs: list[_Objects | None] = [None] * len(fs)
         ranges = []
@@ -277,11 +281,13 @@ class _Verifier:
                 self.err(f"{label}: frame_size {f.frame_size!r} is not an integer in "
                          f"0..{MAX_CELLS}")
                 ok = False
-            if not isinstance(f.params, list) or not all(self._param_ok(label, j, q)
-                                                         for j, q in enumerate(f.params)):
+            if not isinstance(f.params, list) or not all([self._param_ok(label, j, q)
+                                                          for j, q in enumerate(f.params)]):
                 if not isinstance(f.params, list):
                     self.err(f"{label}: params must be a list")
                 ok = False
+            else:
+                self.params_ok[i] = True
             if ok:
                 lo = self._locals_ok(label, f)
                 if lo is None:
@@ -306,8 +312,8 @@ class _Verifier:
             expect = max(expect, e + 1)
         if expect < n:
             self.err(f"pcs {expect}..{n - 1} are not inside any function")
-        names = [f.name for f in fs if isinstance(f, Function) and isinstance(f.name, str)]
-        for dup in sorted({x for x in names if names.count(x) > 1}):
+        names = Counter(f.name for f in fs if isinstance(f, Function) and isinstance(f.name, str))
+        for dup in sorted(x for x, c in names.items() if c > 1):
             self.err(f"function name {dup!r} is declared more than once")
         m = self.p.main
         if not _is_int(m) or not 0 <= int(m) < len(fs):
@@ -421,11 +427,12 @@ class _Verifier:
             if not ok:
                 self.err(f"callsite {i}: not a CallSite ({type(cs).__name__})")
             elif not _is_int(cs.func) or not 0 <= int(cs.func) < len(fs) \
-                    or not isinstance(fs[int(cs.func)], Function) \
-                    or not isinstance(fs[int(cs.func)].params, list):
+                    or not isinstance(fs[int(cs.func)], Function):
                 self.err(f"callsite {i}: func {cs.func!r} is not a function index "
                          f"(0..{len(fs) - 1})")
                 ok = False
+            elif not self.params_ok[int(cs.func)]:
+                ok = False      # the callee's parameters are reported already
             elif not isinstance(cs.args, list) or not all(
                     isinstance(a, Arg) and _is_word(a.word)
                     and (a.length is None or _is_word(a.length)) for a in cs.args):
@@ -440,9 +447,6 @@ class _Verifier:
                     ok = False
                 else:
                     for j, (a, q) in enumerate(zip(cs.args, callee.params)):
-                        if not isinstance(q, Param) or not isinstance(q.is_array, bool):
-                            ok = False
-                            continue
                         w = f"callsite {i}: argument {j} (parameter {q.name!r})"
                         if q.is_array:
                             if a.length is None:
@@ -452,6 +456,10 @@ class _Verifier:
                                 ok = False
                         elif a.length is not None:
                             self.err(f"{w}: an array is passed to a scalar parameter")
+                            ok = False
+                        elif int(a.word) & 7 == MODE_N:
+                            self.err(f"{w}: an array length (N operand) has no cell to pass "
+                                     f"by reference")
                             ok = False
                         elif int(a.word) & 7 > MODE_N or int(a.word) >> 3 < 0:
                             self.err(f"{w}: word {int(a.word)} is not a valid operand word")
@@ -569,6 +577,7 @@ class _Verifier:
     def check_instructions(self) -> None:
         rows = self.p.code.tolist()
         n = self.n
+        first = len(self.problems)
         fs = self._functions
         nops = len(OPS)
         forks: list[int] = []
@@ -681,6 +690,8 @@ class _Verifier:
             elif rows[t][_PC_SLOT] != pc:
                 self.err(f"pc {pc} ({me}): the {other} at {t} names {rows[t][_PC_SLOT]}, "
                          f"not {pc}")
+        # every message above starts with "pc N": list them in code order
+        self.problems[first:] = sorted(self.problems[first:], key=lambda s: int(s.split()[1]))
 
     def check_call(self, where, fi, k) -> None:
         if not 0 <= k < len(self._callsites):
