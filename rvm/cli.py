@@ -264,7 +264,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     from rvm.errors import InvalidBytecode, StepLimit, Trap
 
     parser = build_parser()
-    a = parser.parse_args(argv)
+    # NAME=VALUE pairs may come after options (`rvm run p.rasm --reverse n=12`), which
+    # argparse's positional nargs="*" does not take: collect them from the leftovers.
+    a, extra = parser.parse_known_args(argv)
+    pairs = [x for x in extra if "=" in x and not x.startswith("-")]
+    if len(pairs) != len(extra) or (pairs and a.verb != "run"):
+        parser.error("unrecognized arguments: " + " ".join(x for x in extra if x not in pairs or a.verb != "run"))
+    if pairs:
+        a.values = list(a.values) + pairs
     try:
         return a.func(a)
     except AssemblyError as e:

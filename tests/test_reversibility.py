@@ -36,9 +36,9 @@ func fi(p: int, q: int, r: fixed) {
     rotl p, 7
 }
 
-func ff(a: fixed, b: fixed) {
+func ff(a: fixed, b: fixed, c: fixed) {
     a += b * b
-    rot a, b, b
+    rot a, b, c
     b += sin(a)
 }
 """
@@ -75,10 +75,11 @@ def int_stmt(draw, avoid=()):
 @st.composite
 def fixed_stmt(draw, write_ints=True):
     a, b, c = _three(draw, FIXEDS)
+    r = draw(st.sampled_from([v for v in FIXEDS if v not in (a, b)]))   # rot writes a and b
     i = draw(st.sampled_from(INTS))
     return draw(st.sampled_from(([f"{i} += int({a})"] if write_ints else []) + [
         f"{a} += {b}", f"{a} -= {b}", f"{a} += 0.75", f"{a} += {b} * {c}", f"{a} -= {b} * {c}",
-        f"rot {a}, {b}, {c}", f"irot {a}, {b}, {c}", f"{a} += sin({b})", f"{a} += atan({b})",
+        f"rot {a}, {b}, {r}", f"irot {a}, {b}, {r}", f"{a} += sin({b})", f"{a} += atan({b})",
         f"{a} += fixed({i})", f"{a} += {b} / {c}", f"swap {a}, {b}",
         f"neg {a}",
     ]))
@@ -132,8 +133,8 @@ def control(draw, depth):
         if draw(st.booleans()):
             p, q = _two(draw, INTS)
             return [f"{kind} fi({p}, {q}, {draw(st.sampled_from(FIXEDS))})"]
-        a, b = _two(draw, FIXEDS)
-        return [f"{kind} ff({a}, {b})"]
+        a, b, c = draw(st.permutations(FIXEDS))[:3]
+        return [f"{kind} ff({a}, {b}, {c})"]
     # push zeroes a; the body must leave it zero for the pop, so it writes no int cell
     a = draw(st.sampled_from(INTS))
     rest = [draw(st.one_of(fixed_stmt(write_ints=False), lns_stmt()))
