@@ -75,7 +75,11 @@ def real_to_int(x: float, kind: str = "range") -> int:
 # ---- fixed point --------------------------------------------------------------------------
 
 def fixed_from_real(x: float, F: int) -> int:
-    return real_to_int(math.ldexp(x, F))
+    try:
+        scaled = math.ldexp(x, F)
+    except OverflowError:
+        raise ArithTrap("range", f"{x} does not fit a fixed-point cell") from None
+    return real_to_int(scaled)
 
 
 def fixed_to_real(w: int, F: int) -> float:
@@ -261,7 +265,10 @@ def rot_fixed(x: int, y: int, theta: int, F: int, inverse: bool = False) -> tupl
 
 
 def rot_float(x: int, y: int, theta: int, inverse: bool = False) -> tuple[int, int]:
-    c, s = math.cos(w2f(theta)), math.sin(w2f(theta))
+    th = w2f(theta)
+    if not math.isfinite(th):
+        raise ArithTrap("domain", f"rotation by the angle {th}")
+    c, s = math.cos(th), math.sin(th)
     if inverse:
         s = -s
     xf, yf = w2f(x), w2f(y)

@@ -126,7 +126,7 @@ def control(draw, depth):
             text += ["} else {", *safe()]
         return text + [f"}} fi {p} {cmp} {q}"]
     if kind == "for":
-        return [f"for k in 0..{draw(st.integers(0, 3))} {{", *body(), "}"]
+        return [f"for k{depth} in 0..{draw(st.integers(0, 3))} {{", *body(), "}"]
     if kind == "with":
         return ["with {", *body(), "} do {", *body(), "}"]
     if kind in ("call", "uncall"):

@@ -1,0 +1,1314 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+"""The machine core: memory, stacks and the interpreter loop of rvm (see docs/machine.md).
+
+`Core` owns the machine state in a C struct (`VM`) over numpy buffers and runs instructions in a
+`nogil` loop over raw pointers: no Python object is touched per instruction.  The loop stops on a
+trap, at a program boundary, when the step budget is used up, or at a `trace` instruction (the
+rare path: Python reports the trace and resumes).  Traps leave every cell unchanged and record a
+code plus a few words; rvm/machine.py turns them into the named exceptions of rvm/errors.py.
+
+Constructing a Core checks the Program for everything the loop relies on to stay inside its
+buffers (operand words, side-table indices, jump targets, constant cells never written), so no
+Program can crash the interpreter.  What still goes wrong at run time is a BytecodeTrap.
+"""
+from libc.stdint cimport int64_t, uint64_t, uint8_t
+from libc.string cimport memset, memcpy
+
+import numpy as np
+cimport numpy as cnp
+
+from isa.functions import FN1, FN2
+from isa.table import INVERSE, OPS, ROW_WIDTH
+from isa.types import MAX_FRACTION_BITS
+
+cnp.import_array()
+
+include "_opcodes.pxi"
+
+ctypedef int64_t i64
+ctypedef uint64_t u64
+
+cdef extern from "_arith.h" nogil:
+    enum:
+        AK_OK
+        AK_DIV0
+        AK_DOMAIN
+        AK_RANGE
+    double rvm_w2f(i64 w)
+    i64 rvm_f2w(double d)
+    i64 rvm_fixed_mul(i64 a, i64 b, int F)
+    int rvm_fixed_div(i64 a, i64 b, int F, i64* out)
+    int rvm_int_div(i64 a, i64 b, i64* out)
+    int rvm_lns_mul(i64 y, i64 a, int sign, i64* out)
+    int rvm_fn1_value(int fn, int t, i64 x, int F, i64* out)
+    int rvm_fn2_value(int fn, int t, i64 a, i64 b, int F, i64* out)
+    int rvm_float_add(i64 y, double d, int sign, i64* out)
+    int rvm_convert(int dst, int src, i64 x, int F, i64* out)
+    int rvm_rot_fixed(i64* x, i64* y, i64 theta, int F, int inverse)
+    int rvm_rot_float(i64* x, i64* y, i64 theta, int inverse)
+    int rvm_compare(i64 cc, i64 a, i64 b)
+    bint RVM_LIKELY(bint cond)
+
+# ---- codes shared with rvm/machine.py ----------------------------------------------------------
+
+cdef enum:
+    # why run() returned
+    _R_BOUNDARY = 0
+    _R_BUDGET = 1
+    _R_TRAP = 2
+    _R_TRACE = 3
+    # machine status
+    _S_START = 0
+    _S_END = 1
+    _S_RUNNING = 2
+    # trap codes; T_DIV0..T_RANGE are AK_* + 8 (see ak_trap)
+    _T_COMEFROM = 1
+    _T_ANCILLA = 2
+    _T_POP = 3
+    _T_UNDERFLOW = 4
+    _T_OVERFLOW = 5
+    _T_ALIAS = 6
+    _T_READONLY = 7
+    _T_BOUNDS = 8
+    _T_DIV0 = 9
+    _T_DOMAIN = 10
+    _T_RANGE = 11
+    _T_ASSERT = 12
+    _T_BYTECODE = 13
+    # which resource overflowed (trap word 0 of T_OVERFLOW)
+    _OV_VALUE_STACK = 0
+    _OV_CONTROL_STACK = 1
+    _OV_FRAMES = 2
+    _OV_PARAMS = 3
+    # trap word 3 of a trap raised while binding call argument i is IN_CALL + i
+    _IN_CALL = 1
+    ARG_SCALAR = -2       # arg_len of a scalar call argument
+    MODE_G = 0
+    MODE_L = 1
+    MODE_P = 2
+    MODE_X = 3
+    MODE_N = 4
+    TY_INT = 0
+    TY_FIXED = 1
+    TY_LNS = 2
+    TY_FLOAT = 3
+
+R_BOUNDARY, R_BUDGET, R_TRAP, R_TRACE = _R_BOUNDARY, _R_BUDGET, _R_TRAP, _R_TRACE
+S_START, S_END, S_RUNNING = _S_START, _S_END, _S_RUNNING
+T_COMEFROM, T_ANCILLA, T_POP, T_UNDERFLOW, T_OVERFLOW = range(1, 6)
+T_ALIAS, T_READONLY, T_BOUNDS, T_DIV0, T_DOMAIN, T_RANGE, T_ASSERT, T_BYTECODE = range(6, 14)
+OV_VALUE_STACK, OV_CONTROL_STACK, OV_FRAMES, OV_PARAMS = range(4)
+IN_CALL = _IN_CALL
+
+
+cdef struct VM:
+    # program (read-only while running)
+    i64* code
+    i64* code_inv         # the same rows with every opcode replaced by its inverse
+    i64 n_code
+    int F
+    i64 main
+    i64* fn_begin
+    i64* fn_end
+    i64* fn_fsize
+    i64* fn_nparams
+    i64* fn_poff          # offset of the function's params in p_written
+    uint8_t* p_written
+    i64* xt_base
+    i64* xt_len
+    i64* xt_index
+    i64* cs_func
+    i64* cs_off           # offset of the site's args in arg_word / arg_len
+    i64* arg_word
+    i64* arg_len          # ARG_SCALAR, a static array length, or -1 (the caller's parameter)
+    i64 const_lo
+    i64 const_hi
+    # memory: [globals | consts | frame region]
+    i64* mem
+    i64 n_mem
+    i64 n_static
+    i64 ftop              # first free cell of the frame region
+    # value stack
+    i64* stack
+    i64 stack_cap
+    i64 sp
+    # parameter table: absolute address and length of each bound parameter
+    i64* pt_addr
+    i64* pt_len
+    i64 pt_cap
+    i64 ptop
+    # control stack
+    i64* fr_func
+    i64* fr_fp
+    i64* fr_pp
+    i64* fr_ret
+    i64* fr_fdir
+    i64 max_depth
+    i64 depth
+    # state between instructions
+    i64 pc
+    int came
+    int D
+    i64 t
+    int status
+    int trace_ack         # the trace at pc was reported: run it instead of stopping again
+    # statistics since reset
+    i64 steps
+    i64 peak_sp
+    i64 peak_frame
+    i64 peak_depth
+    # trap record: code, where, the opcode it ran as, its effective direction, 4 words
+    int trap
+    i64 trap_pc
+    int trap_op
+    int trap_e
+    i64 tv[4]
+
+
+# op -> (type of its cells, conversion source type); filled from isa.table at import
+cdef int OP_TYPE[N_OPCODES]
+cdef int CVT_SRC[N_OPCODES]
+for _op in OPS:
+    OP_TYPE[_op.code] = int(_op.types[0]) if _op.types else -1
+    CVT_SRC[_op.code] = int(_op.types[1]) if len(_op.types) > 1 else -1
+
+
+# ---- operand access ----------------------------------------------------------------------------
+
+cdef i64* opnd_slow(VM* vm, i64 w, i64* mem, i64* fpm, i64* pa) noexcept nogil:
+    """X and N operands (kept out of line: the hot path is G/L/P).  NULL = bounds trap."""
+    cdef i64 p = w >> 3, m = w & 7
+    cdef i64* pl = vm.pt_len + (pa - vm.pt_addr)     # the frame's parameter lengths
+    cdef i64 bw, bp, length, iw, ip, idx
+    cdef i64* base
+    if m == MODE_N:
+        return pl + p
+    bw = vm.xt_base[p]
+    bp = bw >> 3
+    length = vm.xt_len[p]
+    if (bw & 7) == MODE_G:
+        base = mem + bp
+    elif (bw & 7) == MODE_L:
+        base = fpm + bp
+    else:
+        base = mem + pa[bp]
+        if length < 0 or length > pl[bp]:
+            length = pl[bp]
+    iw = vm.xt_index[p]
+    ip = iw >> 3
+    if (iw & 7) == MODE_G:
+        idx = mem[ip]
+    elif (iw & 7) == MODE_L:
+        idx = fpm[ip]
+    elif (iw & 7) == MODE_P:
+        idx = mem[pa[ip]]
+    else:
+        idx = pl[ip]
+    if <u64>idx >= <u64>length:
+        vm.tv[0] = p
+        vm.tv[1] = idx
+        vm.tv[2] = length
+        vm.tv[3] = 0
+        return NULL
+    return base + idx
+
+
+cdef inline i64* opnd(VM* vm, i64 w, i64* mem, i64* fpm, i64* pa) noexcept nogil:
+    """The cell an operand word names in the current frame (NULL: index out of bounds)."""
+    cdef i64 m = w & 7
+    if RVM_LIKELY(m == MODE_G):
+        return mem + (w >> 3)
+    if RVM_LIKELY(m == MODE_L):
+        return fpm + (w >> 3)
+    if m == MODE_P:
+        return mem + pa[w >> 3]
+    return opnd_slow(vm, w, mem, fpm, pa)
+
+
+cdef inline int ak_trap(int err) noexcept nogil:
+    return err + 8 if err else 0
+
+
+# ---- calls and returns -------------------------------------------------------------------------
+
+cdef int do_call(VM* vm, i64 site, int e_callee, i64 pc) noexcept nogil:
+    """Bind the arguments of call site `site` in the top frame, check them, push the callee's
+    frame and set pc to its first instruction.  Returns a trap code; on a trap nothing but
+    scratch entries above the parameter table's top has been written."""
+    cdef i64 f = vm.cs_func[site], off = vm.cs_off[site]
+    cdef i64 np_ = vm.fn_nparams[f], fs = vm.fn_fsize[f], d = vm.depth
+    cdef i64 caller_fp = vm.fr_fp[d - 1]
+    cdef i64* mem = vm.mem
+    cdef i64* pa = vm.pt_addr + vm.fr_pp[d - 1]
+    cdef i64* pl = vm.pt_len + vm.fr_pp[d - 1]
+    cdef i64* na = vm.pt_addr + vm.ptop
+    cdef i64* nl = vm.pt_len + vm.ptop
+    cdef uint8_t* pw = vm.p_written + vm.fn_poff[f]
+    cdef i64 i, j, w, L, q, addr, length
+    cdef i64* cell
+    if d >= vm.max_depth:
+        vm.tv[0] = _OV_CONTROL_STACK
+        vm.tv[1] = vm.max_depth
+        return _T_OVERFLOW
+    if fs > vm.n_mem - vm.ftop:
+        vm.tv[0] = _OV_FRAMES
+        vm.tv[1] = vm.n_mem - vm.n_static
+        return _T_OVERFLOW
+    if np_ > vm.pt_cap - vm.ptop:
+        vm.tv[0] = _OV_PARAMS
+        vm.tv[1] = vm.pt_cap
+        return _T_OVERFLOW
+    for i in range(np_):
+        w = vm.arg_word[off + i]
+        L = vm.arg_len[off + i]
+        if L == ARG_SCALAR:
+            cell = opnd(vm, w, mem, mem + caller_fp, pa)
+            if cell == NULL:
+                vm.tv[3] = _IN_CALL + i
+                return _T_BOUNDS
+            na[i] = cell - mem
+            nl[i] = 1
+            continue
+        q = w >> 3
+        if (w & 7) == MODE_G:
+            addr = q
+            length = L
+        elif (w & 7) == MODE_L:
+            addr = caller_fp + q
+            length = L
+        else:
+            addr = pa[q]
+            length = pl[q]
+            if L >= 0:
+                if L > length:     # a static length longer than the array bound to the param
+                    vm.tv[0] = -1
+                    vm.tv[1] = L
+                    vm.tv[2] = length
+                    vm.tv[3] = _IN_CALL + i
+                    return _T_BOUNDS
+                length = L
+        na[i] = addr
+        nl[i] = length
+    for i in range(np_):
+        if pw[i] and nl[i] > 0 and na[i] < vm.const_hi and na[i] + nl[i] > vm.const_lo:
+            vm.tv[0] = i
+            vm.tv[1] = na[i]
+            vm.tv[3] = _IN_CALL
+            return _T_READONLY
+    for i in range(np_):
+        for j in range(i + 1, np_):
+            if ((pw[i] or pw[j]) and nl[i] > 0 and nl[j] > 0
+                    and na[i] < na[j] + nl[j] and na[j] < na[i] + nl[i]):
+                vm.tv[0] = i
+                vm.tv[1] = j
+                vm.tv[2] = na[i] if na[i] > na[j] else na[j]     # first shared cell
+                vm.tv[3] = _IN_CALL
+                return _T_ALIAS
+    vm.fr_func[d] = f
+    vm.fr_fp[d] = vm.ftop
+    vm.fr_pp[d] = vm.ptop
+    vm.fr_ret[d] = pc
+    vm.fr_fdir[d] = e_callee * vm.D
+    vm.depth = d + 1
+    vm.ftop += fs
+    vm.ptop += np_
+    if vm.depth > vm.peak_depth:
+        vm.peak_depth = vm.depth
+    if vm.ftop - vm.n_static > vm.peak_frame:
+        vm.peak_frame = vm.ftop - vm.n_static
+    vm.pc = vm.fn_begin[f] + 1 if e_callee > 0 else vm.fn_end[f] - 1
+    vm.came = 0
+    return 0
+
+
+cdef int do_return(VM* vm) noexcept nogil:
+    """Pop the top frame if its locals are zero; continue in the caller or halt."""
+    cdef i64 d = vm.depth - 1
+    cdef i64 f = vm.fr_func[d], fp = vm.fr_fp[d], fs = vm.fn_fsize[f], k
+    for k in range(fs):
+        if vm.mem[fp + k] != 0:
+            vm.tv[0] = k
+            vm.tv[1] = vm.mem[fp + k]
+            vm.tv[2] = f
+            vm.tv[3] = 0
+            return _T_ANCILLA
+    vm.ftop = fp
+    vm.ptop = vm.fr_pp[d]
+    vm.depth = d
+    vm.came = 0
+    if d == 0:
+        vm.status = _S_END if vm.D > 0 else _S_START
+        vm.pc = vm.fn_end[f] if vm.D > 0 else vm.fn_begin[f]
+    else:
+        vm.pc = vm.fr_ret[d] + vm.fr_fdir[d - 1] * vm.D
+    return 0
+
+
+cdef int enter_main(VM* vm) noexcept nogil:
+    """Enter the entry function from the start (forward) or the end (backward): one step."""
+    cdef i64 f = vm.main, fs = vm.fn_fsize[f]
+    if fs > vm.n_mem - vm.ftop:
+        vm.tv[0] = _OV_FRAMES
+        vm.tv[1] = vm.n_mem - vm.n_static
+        return _T_OVERFLOW
+    vm.fr_func[0] = f
+    vm.fr_fp[0] = vm.ftop
+    vm.fr_pp[0] = vm.ptop
+    vm.fr_ret[0] = -1
+    vm.fr_fdir[0] = 1
+    vm.depth = 1
+    vm.ftop += fs
+    if vm.peak_depth < 1:
+        vm.peak_depth = 1
+    if vm.ftop - vm.n_static > vm.peak_frame:
+        vm.peak_frame = vm.ftop - vm.n_static
+    vm.pc = vm.fn_begin[f] + 1 if vm.D > 0 else vm.fn_end[f] - 1
+    vm.came = 0
+    vm.status = _S_RUNNING
+    return 0
+
+
+# ---- the interpreter loop ----------------------------------------------------------------------
+
+cdef int vm_run(VM* vm, i64 budget, i64* executed) noexcept nogil:
+    """Run up to `budget` instructions.  Returns an R_* code; *executed = instructions run.
+
+    An instruction runs as itself when the top frame's effective direction e is +1 and as its
+    inverse when e is -1: `code` points at the program's rows or at their inverse-mapped copy,
+    chosen whenever e changes (calls and returns), so the hot path does not test e."""
+    cdef i64 left = budget, pc, d, r
+    cdef int came, e, op = 0, tc = 0, cond, rc = _R_BUDGET
+    cdef i64* code
+    cdef i64* mem = vm.mem
+    cdef i64* c
+    cdef i64* fpm
+    cdef i64* pa
+    cdef i64* y
+    cdef i64* a
+    cdef i64* b
+    cdef i64* y2
+    cdef i64 v
+
+    executed[0] = 0
+    if budget <= 0:
+        return _R_BUDGET
+    if vm.depth == 0:
+        if not ((vm.status == _S_START and vm.D > 0) or (vm.status == _S_END and vm.D < 0)):
+            return _R_BOUNDARY
+        tc = enter_main(vm)
+        if tc:
+            vm.trap = tc
+            vm.trap_pc = vm.pc
+            vm.trap_op = OP_BEGIN if vm.D > 0 else OP_END
+            vm.trap_e = vm.D
+            return _R_TRAP
+        left -= 1
+    pc = vm.pc
+    came = vm.came
+    d = vm.depth - 1
+    fpm = mem + vm.fr_fp[d]
+    pa = vm.pt_addr + vm.fr_pp[d]
+    e = <int>vm.fr_fdir[d] * vm.D
+    code = vm.code if e > 0 else vm.code_inv
+
+    while left > 0:
+        c = code + pc * 6
+        op = <int>c[0]
+
+        # -- additive updates on int and fixed: wrapping adds -----------------------------
+        if op == OP_ADD_I or op == OP_ADD_X or op == OP_SUB_I or op == OP_SUB_X:
+            y = opnd(vm, c[1], mem, fpm, pa)
+            a = opnd(vm, c[2], mem, fpm, pa)
+            if y == NULL or a == NULL:
+                tc = _T_BOUNDS
+                break
+            if y == a:
+                tc = _T_ALIAS
+                break
+            if op == OP_ADD_I or op == OP_ADD_X:
+                y[0] = <i64>(<u64>y[0] + <u64>a[0])
+            else:
+                y[0] = <i64>(<u64>y[0] - <u64>a[0])
+            pc += e
+            came = 0
+        elif op == OP_ADDI_I or op == OP_ADDI_X:
+            y = opnd(vm, c[1], mem, fpm, pa)
+            if y == NULL:
+                tc = _T_BOUNDS
+                break
+            y[0] = <i64>(<u64>y[0] + <u64>c[2])
+            pc += e
+            came = 0
+        elif op == OP_SUBI_I or op == OP_SUBI_X:
+            y = opnd(vm, c[1], mem, fpm, pa)
+            if y == NULL:
+                tc = _T_BOUNDS
+                break
+            y[0] = <i64>(<u64>y[0] - <u64>c[2])
+            pc += e
+            came = 0
+        elif op == OP_INC_I or op == OP_DEC_I:
+            y = opnd(vm, c[1], mem, fpm, pa)
+            if y == NULL:
+                tc = _T_BOUNDS
+                break
+            if op == OP_INC_I:
+                y[0] = <i64>(<u64>y[0] + 1)
+            else:
+                y[0] = <i64>(<u64>y[0] - 1)
+            pc += e
+            came = 0
+
+        # -- float additive updates: approximate, a non-finite result traps ----------------
+        elif op == OP_ADD_F or op == OP_SUB_F:
+            y = opnd(vm, c[1], mem, fpm, pa)
+            a = opnd(vm, c[2], mem, fpm, pa)
+            if y == NULL or a == NULL:
+                tc = _T_BOUNDS
+                break
+            if y == a:
+                tc = _T_ALIAS
+                break
+            tc = ak_trap(rvm_float_add(y[0], rvm_w2f(a[0]), 1 if op == OP_ADD_F else -1, &v))
+            if tc:
+                break
+            y[0] = v
+            pc += e
+            came = 0
+        elif op == OP_ADDI_F or op == OP_SUBI_F:
+            y = opnd(vm, c[1], mem, fpm, pa)
+            if y == NULL:
+                tc = _T_BOUNDS
+                break
+            tc = ak_trap(rvm_float_add(y[0], rvm_w2f(c[2]), 1 if op == OP_ADDI_F else -1, &v))
+            if tc:
+                break
+            y[0] = v
+            pc += e
+            came = 0
+
+        # -- y += a*b and y += a/b ---------------------------------------------------------
+        elif (op == OP_ADDMUL_I or op == OP_SUBMUL_I or op == OP_ADDMUL_X or op == OP_SUBMUL_X
+              or op == OP_ADDMUL_F or op == OP_SUBMUL_F or op == OP_ADDDIV_I or op == OP_SUBDIV_I
+              or op == OP_ADDDIV_X or op == OP_SUBDIV_X or op == OP_ADDDIV_F
+              or op == OP_SUBDIV_F):
+            y = opnd(vm, c[1], mem, fpm, pa)
+            a = opnd(vm, c[2], mem, fpm, pa)
+            b = opnd(vm, c[3], mem, fpm, pa)
+            if y == NULL or a == NULL or b == NULL:
+                tc = _T_BOUNDS
+                break
+            if y == a or y == b:
+                tc = _T_ALIAS
+                break
+            if op == OP_ADDMUL_I:
+                y[0] = <i64>(<u64>y[0] + <u64>a[0] * <u64>b[0])
+            elif op == OP_SUBMUL_I:
+                y[0] = <i64>(<u64>y[0] - <u64>a[0] * <u64>b[0])
+            elif op == OP_ADDMUL_X:
+                y[0] = <i64>(<u64>y[0] + <u64>rvm_fixed_mul(a[0], b[0], vm.F))
+            elif op == OP_SUBMUL_X:
+                y[0] = <i64>(<u64>y[0] - <u64>rvm_fixed_mul(a[0], b[0], vm.F))
+            elif op == OP_ADDMUL_F or op == OP_SUBMUL_F:
+                tc = ak_trap(rvm_float_add(y[0], rvm_w2f(a[0]) * rvm_w2f(b[0]),
+                                           1 if op == OP_ADDMUL_F else -1, &v))
+                if tc:
+                    break
+                y[0] = v
+            elif op == OP_ADDDIV_F or op == OP_SUBDIV_F:
+                if rvm_w2f(b[0]) == 0.0:
+                    tc = ak_trap(AK_DIV0)
+                    break
+                tc = ak_trap(rvm_float_add(y[0], rvm_w2f(a[0]) / rvm_w2f(b[0]),
+                                           1 if op == OP_ADDDIV_F else -1, &v))
+                if tc:
+                    break
+                y[0] = v
+            else:
+                if op == OP_ADDDIV_I or op == OP_SUBDIV_I:
+                    tc = ak_trap(rvm_int_div(a[0], b[0], &v))
+                else:
+                    tc = ak_trap(rvm_fixed_div(a[0], b[0], vm.F, &v))
+                if tc:
+                    break
+                if op == OP_ADDDIV_I or op == OP_ADDDIV_X:
+                    y[0] = <i64>(<u64>y[0] + <u64>v)
+                else:
+                    y[0] = <i64>(<u64>y[0] - <u64>v)
+            pc += e
+            came = 0
+
+        # -- bit updates and permutations --------------------------------------------------
+        elif op == OP_XOR_I:
+            y = opnd(vm, c[1], mem, fpm, pa)
+            a = opnd(vm, c[2], mem, fpm, pa)
+            if y == NULL or a == NULL:
+                tc = _T_BOUNDS
+                break
+            if y == a:
+                tc = _T_ALIAS
+                break
+            y[0] ^= a[0]
+            pc += e
+            came = 0
+        elif op == OP_XORI_I:
+            y = opnd(vm, c[1], mem, fpm, pa)
+            if y == NULL:
+                tc = _T_BOUNDS
+                break
+            y[0] ^= c[2]
+            pc += e
+            came = 0
+        elif op == OP_XORAND_I:
+            y = opnd(vm, c[1], mem, fpm, pa)
+            a = opnd(vm, c[2], mem, fpm, pa)
+            b = opnd(vm, c[3], mem, fpm, pa)
+            if y == NULL or a == NULL or b == NULL:
+                tc = _T_BOUNDS
+                break
+            if y == a or y == b:
+                tc = _T_ALIAS
+                break
+            y[0] ^= a[0] & b[0]
+            pc += e
+            came = 0
+        elif (op == OP_NOT_I or op == OP_NEG_I or op == OP_NEG_X or op == OP_NEG_L
+              or op == OP_NEG_F):
+            y = opnd(vm, c[1], mem, fpm, pa)
+            if y == NULL:
+                tc = _T_BOUNDS
+                break
+            if op == OP_NOT_I:
+                y[0] = ~y[0]
+            elif op == OP_NEG_F:
+                y[0] = <i64>(<u64>y[0] ^ (<u64>1 << 63))
+            elif op == OP_NEG_L:
+                if y[0] != <i64>(<u64>1 << 63):
+                    y[0] ^= 1
+            else:
+                y[0] = <i64>(<u64>0 - <u64>y[0])
+            pc += e
+            came = 0
+        elif op == OP_ROTL_I or op == OP_ROTR_I:
+            y = opnd(vm, c[1], mem, fpm, pa)
+            if y == NULL:
+                tc = _T_BOUNDS
+                break
+            r = c[2] if op == OP_ROTL_I else (64 - c[2]) & 63
+            if r:
+                y[0] = <i64>((<u64>y[0] << r) | (<u64>y[0] >> (64 - r)))
+            pc += e
+            came = 0
+        elif op == OP_SWAP_I or op == OP_SWAP_X or op == OP_SWAP_L or op == OP_SWAP_F:
+            # swapping a cell with itself is the identity, so it is allowed
+            y = opnd(vm, c[1], mem, fpm, pa)
+            y2 = opnd(vm, c[2], mem, fpm, pa)
+            if y == NULL or y2 == NULL:
+                tc = _T_BOUNDS
+                break
+            v = y[0]
+            y[0] = y2[0]
+            y2[0] = v
+            pc += e
+            came = 0
+        elif op == OP_ROT_X or op == OP_IROT_X or op == OP_ROT_F or op == OP_IROT_F:
+            y = opnd(vm, c[1], mem, fpm, pa)
+            y2 = opnd(vm, c[2], mem, fpm, pa)
+            a = opnd(vm, c[3], mem, fpm, pa)
+            if y == NULL or y2 == NULL or a == NULL:
+                tc = _T_BOUNDS
+                break
+            if y == y2 or y == a or y2 == a:
+                tc = _T_ALIAS
+                break
+            v = y[0]
+            r = y2[0]
+            if op == OP_ROT_X or op == OP_IROT_X:
+                tc = ak_trap(rvm_rot_fixed(&v, &r, a[0], vm.F, op == OP_IROT_X))
+            else:
+                tc = ak_trap(rvm_rot_float(&v, &r, a[0], op == OP_IROT_F))
+            if tc:
+                break
+            y[0] = v
+            y2[0] = r
+            pc += e
+            came = 0
+
+        # -- y += f(x), y += f(a, b) -------------------------------------------------------
+        elif (op == OP_ADDFN_I or op == OP_ADDFN_X or op == OP_ADDFN_F or op == OP_SUBFN_I
+              or op == OP_SUBFN_X or op == OP_SUBFN_F or op == OP_ADDFN2_X or op == OP_ADDFN2_F
+              or op == OP_SUBFN2_X or op == OP_SUBFN2_F):
+            y = opnd(vm, c[1], mem, fpm, pa)
+            a = opnd(vm, c[2], mem, fpm, pa)
+            b = a
+            if op == OP_ADDFN2_X or op == OP_ADDFN2_F or op == OP_SUBFN2_X or op == OP_SUBFN2_F:
+                b = opnd(vm, c[3], mem, fpm, pa)
+            if y == NULL or a == NULL or b == NULL:
+                tc = _T_BOUNDS
+                break
+            if y == a or y == b:
+                tc = _T_ALIAS
+                break
+            if op == OP_ADDFN2_X or op == OP_ADDFN2_F or op == OP_SUBFN2_X or op == OP_SUBFN2_F:
+                tc = ak_trap(rvm_fn2_value(<int>c[4], OP_TYPE[op], a[0], b[0], vm.F, &v))
+            else:
+                tc = ak_trap(rvm_fn1_value(<int>c[3], OP_TYPE[op], a[0], vm.F, &v))
+            if tc:
+                break
+            cond = (op == OP_ADDFN_I or op == OP_ADDFN_X or op == OP_ADDFN_F or op == OP_ADDFN2_X
+                    or op == OP_ADDFN2_F)
+            if OP_TYPE[op] == TY_FLOAT:
+                tc = ak_trap(rvm_float_add(y[0], rvm_w2f(v), 1 if cond else -1, &v))
+                if tc:
+                    break
+                y[0] = v
+            elif cond:
+                y[0] = <i64>(<u64>y[0] + <u64>v)
+            else:
+                y[0] = <i64>(<u64>y[0] - <u64>v)
+            pc += e
+            came = 0
+
+        # -- log numbers and conversions ---------------------------------------------------
+        elif op == OP_MUL_L or op == OP_DIV_L:
+            y = opnd(vm, c[1], mem, fpm, pa)
+            a = opnd(vm, c[2], mem, fpm, pa)
+            if y == NULL or a == NULL:
+                tc = _T_BOUNDS
+                break
+            if y == a:
+                tc = _T_ALIAS
+                break
+            tc = ak_trap(rvm_lns_mul(y[0], a[0], 1 if op == OP_MUL_L else -1, &v))
+            if tc:
+                break
+            y[0] = v
+            pc += e
+            came = 0
+        elif op in (OP_CVT_IX, OP_UNCVT_IX, OP_CVT_IL, OP_UNCVT_IL, OP_CVT_IF, OP_UNCVT_IF,
+                    OP_CVT_XI, OP_UNCVT_XI, OP_CVT_XL, OP_UNCVT_XL, OP_CVT_XF, OP_UNCVT_XF,
+                    OP_CVT_LI, OP_UNCVT_LI, OP_CVT_LX, OP_UNCVT_LX, OP_CVT_LF, OP_UNCVT_LF,
+                    OP_CVT_FI, OP_UNCVT_FI, OP_CVT_FX, OP_UNCVT_FX, OP_CVT_FL, OP_UNCVT_FL):
+            y = opnd(vm, c[1], mem, fpm, pa)
+            a = opnd(vm, c[2], mem, fpm, pa)
+            if y == NULL or a == NULL:
+                tc = _T_BOUNDS
+                break
+            if y == a:
+                tc = _T_ALIAS
+                break
+            tc = ak_trap(rvm_convert(OP_TYPE[op], CVT_SRC[op], a[0], vm.F, &v))
+            if tc:
+                break
+            # cvt and uncvt alternate in the opcode numbering: even codes are cvt
+            cond = (op - OP_CVT_IX) % 2 == 0
+            if OP_TYPE[op] == TY_LNS:
+                tc = ak_trap(rvm_lns_mul(y[0], v, 1 if cond else -1, &v))
+            elif OP_TYPE[op] == TY_FLOAT:
+                tc = ak_trap(rvm_float_add(y[0], rvm_w2f(v), 1 if cond else -1, &v))
+            elif cond:
+                v = <i64>(<u64>y[0] + <u64>v)
+            else:
+                v = <i64>(<u64>y[0] - <u64>v)
+            if tc:
+                break
+            y[0] = v
+            pc += e
+            came = 0
+
+        # -- value stack and ancillas ------------------------------------------------------
+        elif op == OP_PUSH:
+            y = opnd(vm, c[1], mem, fpm, pa)
+            if y == NULL:
+                tc = _T_BOUNDS
+                break
+            if vm.sp >= vm.stack_cap:
+                vm.tv[0] = _OV_VALUE_STACK
+                vm.tv[1] = vm.stack_cap
+                tc = _T_OVERFLOW
+                break
+            vm.stack[vm.sp] = y[0]
+            vm.sp += 1
+            y[0] = 0
+            if vm.sp > vm.peak_sp:
+                vm.peak_sp = vm.sp
+            pc += e
+            came = 0
+        elif op == OP_POP:
+            y = opnd(vm, c[1], mem, fpm, pa)
+            if y == NULL:
+                tc = _T_BOUNDS
+                break
+            if vm.sp == 0:
+                tc = _T_UNDERFLOW
+                break
+            if y[0] != 0:
+                vm.tv[0] = y[0]
+                tc = _T_POP
+                break
+            vm.sp -= 1
+            y[0] = vm.stack[vm.sp]
+            pc += e
+            came = 0
+        elif op == OP_ALLOC or op == OP_FREE:
+            y = opnd(vm, c[1], mem, fpm, pa)
+            if y == NULL:
+                tc = _T_BOUNDS
+                break
+            if y[0] != 0:
+                vm.tv[0] = y[0]
+                vm.tv[1] = -1
+                tc = _T_ANCILLA
+                break
+            pc += e
+            came = 0
+
+        # -- checks and tracing ------------------------------------------------------------
+        elif op == OP_ASSERT:
+            if (c[1] & 15) != 0:
+                a = opnd(vm, c[2], mem, fpm, pa)
+                b = opnd(vm, c[3], mem, fpm, pa)
+                if a == NULL or b == NULL:
+                    tc = _T_BOUNDS
+                    break
+                if not rvm_compare(c[1], a[0], b[0]):
+                    tc = _T_ASSERT
+                    break
+            pc += e
+            came = 0
+        elif op == OP_TRACE:
+            if not vm.trace_ack:
+                rc = _R_TRACE
+                break
+            vm.trace_ack = 0
+            pc += e
+            came = 0
+        elif op == OP_NOP:
+            pc += e
+            came = 0
+
+        # -- control: jmp/join as run with e = +1 (the inverse map swapped them for e = -1) --
+        elif op == OP_JMP:
+            cond = 1
+            if (c[1] & 15) != 0:
+                a = opnd(vm, c[2], mem, fpm, pa)
+                b = opnd(vm, c[3], mem, fpm, pa)
+                if a == NULL or b == NULL:
+                    tc = _T_BOUNDS
+                    break
+                cond = rvm_compare(c[1], a[0], b[0])
+            if cond:
+                pc = c[4]
+                came = 1
+            else:
+                pc += e
+                came = 0
+        elif op == OP_JOIN:
+            cond = 1
+            if (c[1] & 15) != 0:
+                a = opnd(vm, c[2], mem, fpm, pa)
+                b = opnd(vm, c[3], mem, fpm, pa)
+                if a == NULL or b == NULL:
+                    tc = _T_BOUNDS
+                    break
+                cond = rvm_compare(c[1], a[0], b[0])
+            if cond != came:
+                vm.tv[0] = cond
+                vm.tv[1] = came
+                tc = _T_COMEFROM
+                break
+            pc += e
+            came = 0
+        elif op == OP_CALL or op == OP_UNCALL:
+            # after the inverse map a call runs its callee forward and an uncall backward,
+            # relative to the machine's direction
+            tc = do_call(vm, c[1], 1 if op == OP_CALL else -1, pc)
+            if tc:
+                break
+            pc = vm.pc
+            came = 0
+            d = vm.depth - 1
+            fpm = mem + vm.fr_fp[d]
+            pa = vm.pt_addr + vm.fr_pp[d]
+            e = <int>vm.fr_fdir[d] * vm.D
+            code = vm.code if e > 0 else vm.code_inv
+        elif op == OP_END:
+            # `end` run forward or `begin` run backward: return
+            tc = do_return(vm)
+            if tc:
+                break
+            left -= 1
+            pc = vm.pc
+            came = 0
+            if vm.depth == 0:
+                rc = _R_BOUNDARY
+                break
+            d = vm.depth - 1
+            fpm = mem + vm.fr_fp[d]
+            pa = vm.pt_addr + vm.fr_pp[d]
+            e = <int>vm.fr_fdir[d] * vm.D
+            code = vm.code if e > 0 else vm.code_inv
+            continue
+        else:
+            # `begin` run forward or `end` run backward: control never gets there legally
+            tc = _T_BYTECODE
+            break
+        left -= 1
+
+    vm.pc = pc
+    vm.came = came
+    if tc:
+        rc = _R_TRAP
+        vm.trap = tc
+        vm.trap_pc = pc
+        vm.trap_op = op
+        vm.trap_e = e
+    vm.t += (budget - left) * vm.D
+    vm.steps += budget - left
+    executed[0] = budget - left
+    return rc
+
+
+# ---- validation: what the loop relies on -------------------------------------------------------
+
+class _Checker:
+    """Collects the problems that would let a Program escape the machine's buffers."""
+
+    def __init__(self, program, n_static: int, n_globals: int):
+        self.p = program
+        self.n_static = n_static
+        self.n_globals = n_globals
+        self.problems: list[str] = []
+
+    def bad(self, pc, msg: str) -> None:
+        self.problems.append(f"pc {pc}: {msg}" if pc is not None else msg)
+
+    def cell(self, pc, f, word: int, write: bool, what: str) -> None:
+        """A scalar cell operand (kinds y / a, call args, trace operands, indices)."""
+        mode, q = word & 7, word >> 3
+        if q < 0:
+            self.bad(pc, f"{what}: negative payload in operand {word}")
+        elif mode == MODE_G:
+            if q >= (self.n_globals if write else self.n_static):
+                self.bad(pc, f"{what}: address {q} is not a {'global' if write else 'static'} cell")
+        elif mode == MODE_L:
+            if q >= f.frame_size:
+                self.bad(pc, f"{what}: local offset {q} outside the frame of {f.name} "
+                             f"({f.frame_size} cells)")
+        elif mode == MODE_P:
+            if q >= len(f.params):
+                self.bad(pc, f"{what}: {f.name} has no parameter {q}")
+            elif f.params[q].is_array:
+                self.bad(pc, f"{what}: array parameter {f.params[q].name} used as a cell")
+            elif write and not f.params[q].written:
+                self.bad(pc, f"{what}: writes parameter {f.params[q].name} not declared written")
+        elif mode == MODE_X:
+            if q >= len(self.p.xtab):
+                self.bad(pc, f"{what}: no xtab entry {q}")
+            else:
+                self.xentry(pc, f, self.p.xtab[q], write, what)
+        elif mode == MODE_N:
+            if write:
+                self.bad(pc, f"{what}: an array length cannot be written")
+            elif q >= len(f.params) or not f.params[q].is_array:
+                self.bad(pc, f"{what}: len() of {q}, not an array parameter of {f.name}")
+        else:
+            self.bad(pc, f"{what}: operand mode {mode} does not exist")
+
+    def array(self, pc, f, word: int, length, write: bool, what: str) -> None:
+        """An array base (xtab base, array call argument): G/L with a static length, or P."""
+        mode, q = word & 7, word >> 3
+        if q < 0:
+            self.bad(pc, f"{what}: negative payload in array word {word}")
+        elif mode == MODE_P:
+            if q >= len(f.params) or not f.params[q].is_array:
+                self.bad(pc, f"{what}: {q} is not an array parameter of {f.name}")
+            elif write and not f.params[q].written:
+                self.bad(pc, f"{what}: writes parameter {f.params[q].name} not declared written")
+        elif mode in (MODE_G, MODE_L):
+            if length is None or length < 0:
+                self.bad(pc, f"{what}: array without a static length")
+            elif mode == MODE_G and q + length > (self.n_globals if write else self.n_static):
+                self.bad(pc, f"{what}: array {q}..{q + length} outside the "
+                             f"{'globals' if write else 'static cells'}")
+            elif mode == MODE_L and q + length > f.frame_size:
+                self.bad(pc, f"{what}: local array {q}..{q + length} outside the frame of "
+                             f"{f.name}")
+        else:
+            self.bad(pc, f"{what}: array word of mode {mode}")
+
+    def xentry(self, pc, f, x, write: bool, what: str) -> None:
+        self.array(pc, f, x.base, x.length, write, what)
+        if (x.index & 7) == MODE_X:
+            self.bad(pc, f"{what}: an index cannot itself be indexed")
+        else:
+            self.cell(pc, f, x.index, False, what + " index")
+
+
+def validate(program, n_static: int, n_globals: int) -> list:
+    """Problems that make `program` unsafe to run (empty if none)."""
+    ck = _Checker(program, n_static, n_globals)
+    code = program.code
+    n = len(code)
+    if not 0 <= program.fraction_bits <= MAX_FRACTION_BITS:
+        ck.bad(None, f"fraction bits {program.fraction_bits} outside 0..{MAX_FRACTION_BITS}")
+    if code.ndim != 2 or code.shape[1] != ROW_WIDTH:
+        ck.bad(None, f"code is not an (n, {ROW_WIDTH}) array")
+        return ck.problems
+    bad_ops = np.nonzero((code[:, 0] < 0) | (code[:, 0] >= N_OPCODES))[0]
+    for pc in bad_ops[:10]:
+        ck.bad(int(pc), f"opcode {int(code[pc, 0])} does not exist")
+    if len(bad_ops):
+        return ck.problems
+    nf = len(program.functions)
+    if not 0 <= program.main < nf:
+        ck.bad(None, f"entry function {program.main} does not exist")
+        return ck.problems
+    if program.functions[program.main].params:
+        ck.bad(None, "the entry function takes parameters")
+    for c in program.consts:
+        size = 1 if c.length is None else c.length
+        if not (n_globals <= c.addr and c.addr + size <= n_static and len(c.values) == size):
+            ck.bad(None, f"constant {c.name} at {c.addr} outside the constant cells")
+    for fi, f in enumerate(program.functions):
+        if not (0 <= f.begin < f.end < n) or f.frame_size < 0:
+            ck.bad(None, f"function {f.name}: bad range {f.begin}..{f.end} or frame size")
+            continue
+        for pc, op_name in ((f.begin, "begin"), (f.end, "end")):
+            row = code[pc]
+            if OPS[int(row[0])].name != op_name or int(row[1]) != fi:
+                ck.bad(pc, f"function {f.name} does not start/end with {op_name} {fi}")
+        for pc in range(f.begin + 1, f.end):
+            row = [int(w) for w in code[pc]]
+            op = OPS[row[0]]
+            if op.name in ("begin", "end"):
+                ck.bad(pc, f"{op.name} inside the body of {f.name}")
+                continue
+            always = False
+            for slot, kind in enumerate(op.operands, start=1):
+                w = row[slot]
+                what = f"{op.name} operand {slot}"
+                if kind == "cc":
+                    if not (0 <= w < 64 and (w & 15) <= 6):
+                        ck.bad(pc, f"{what}: bad condition word {w}")
+                    always = (w & 15) == 0
+                elif kind in ("y", "a"):
+                    if not (always and op.name in ("jmp", "join", "assert")):
+                        ck.cell(pc, f, w, kind == "y", what)
+                elif kind == "k":
+                    if not 0 <= w < 64:
+                        ck.bad(pc, f"{what}: rotation count {w} outside 0..63")
+                elif kind == "fn":
+                    table = FN2 if op.family in ("addfn2", "subfn2") else FN1
+                    if not 0 <= w < len(table):
+                        ck.bad(pc, f"{what}: function id {w} does not exist")
+                elif kind == "pc":
+                    partner = "join" if op.name == "jmp" else "jmp"
+                    if not f.begin < w < f.end:
+                        ck.bad(pc, f"{what}: target {w} outside the body of {f.name}")
+                    elif OPS[int(code[w, 0])].name != partner:
+                        ck.bad(pc, f"{what}: target {w} is not a {partner}")
+                elif kind == "callsite":
+                    check_callsite(ck, pc, f, w)
+                elif kind == "trace":
+                    if not 0 <= w < len(program.traces):
+                        ck.bad(pc, f"{what}: no trace entry {w}")
+                    else:
+                        for word in program.traces[w].operands:
+                            ck.cell(pc, f, word, False, "trace operand")
+            if len(ck.problems) > 200:
+                return ck.problems
+    return ck.problems
+
+
+def check_callsite(ck, pc, f, k: int) -> None:
+    program = ck.p
+    if not 0 <= k < len(program.callsites):
+        ck.bad(pc, f"call site {k} does not exist")
+        return
+    site = program.callsites[k]
+    if not 0 <= site.func < len(program.functions):
+        ck.bad(pc, f"call site {k}: function {site.func} does not exist")
+        return
+    g = program.functions[site.func]
+    if len(site.args) != len(g.params):
+        ck.bad(pc, f"call of {g.name}: {len(site.args)} arguments for {len(g.params)} parameters")
+        return
+    for i, (arg, par) in enumerate(zip(site.args, g.params)):
+        what = f"argument {i} of {g.name}"
+        if par.is_array != (arg.length is not None):
+            ck.bad(pc, f"{what}: {'an array' if par.is_array else 'a cell'} is expected")
+        elif arg.length is None:
+            if (arg.word & 7) == MODE_N:
+                ck.bad(pc, f"{what}: an array length cannot be passed by reference")
+            else:
+                # checked as a read: the call checks at run time that no constant is bound
+                # to a written parameter (ReadOnlyError), at every level of calls
+                ck.cell(pc, f, arg.word, False, what)
+        elif arg.length < -1:
+            ck.bad(pc, f"{what}: array length {arg.length}")
+        else:
+            ck.array(pc, f, arg.word, arg.length if arg.length >= 0 else None, False, what)
+
+
+# ---- the Python-facing core --------------------------------------------------------------------
+
+def _offsets(sizes: list) -> list:
+    """Start offset of each run in a concatenation of runs of the given sizes."""
+    out, at = [], 0
+    for n in sizes:
+        out.append(at)
+        at += n
+    return out
+
+
+cdef inline i64* _ptr(cnp.ndarray arr):
+    return <i64*>cnp.PyArray_DATA(arr)
+
+
+cdef class Core:
+    """Machine state and interpreter of one Program.  rvm.machine.Machine is the public API."""
+
+    cdef VM vm
+    cdef readonly object program
+    cdef readonly cnp.ndarray mem          # int64 [globals | consts | frame region]
+    cdef readonly cnp.ndarray static_image
+    cdef readonly cnp.ndarray code          # the (n, 6) code the loop runs (a read-only copy)
+    cdef readonly i64 last_n               # instructions run by the last run()
+    cdef list _keep                        # buffers the VM points into
+
+    def __init__(self, program, *, i64 stack_cells=1 << 20, i64 frame_cells=1 << 22,
+                 i64 max_depth=1 << 16):
+        cdef VM* vm
+        from rvm.errors import InvalidBytecode
+        if stack_cells < 0 or frame_cells < 0 or max_depth < 1:
+            raise ValueError("stack_cells and frame_cells must be >= 0, max_depth >= 1")
+        self.program = program
+        n_globals, n_static = program.n_globals, program.n_static
+        problems = validate(program, n_static, n_globals)
+        if problems:
+            raise InvalidBytecode("the program cannot run", problems)
+        memset(&self.vm, 0, sizeof(VM))
+        self._keep = []
+        self.static_image = np.ascontiguousarray(program.static_image(), dtype=np.int64)
+        self.mem = np.zeros(n_static + frame_cells, dtype=np.int64)
+        vm = &self.vm
+        vm.code = self._buf(program.code)
+        self.code = self._keep[len(self._keep) - 1]
+        inverse = np.array(INVERSE, dtype=np.int64)
+        vm.code_inv = self._buf(np.column_stack([inverse[self.code[:, 0]], self.code[:, 1:]]))
+        vm.n_code = len(program.code)
+        vm.F = program.fraction_bits
+        vm.main = program.main
+        fns = program.functions
+        vm.fn_begin = self._buf([f.begin for f in fns])
+        vm.fn_end = self._buf([f.end for f in fns])
+        vm.fn_fsize = self._buf([f.frame_size for f in fns])
+        vm.fn_nparams = self._buf([len(f.params) for f in fns])
+        vm.fn_poff = self._buf(_offsets([len(f.params) for f in fns]))
+        written = np.array([p.written for f in fns for p in f.params] + [0], dtype=np.uint8)
+        self._keep.append(written)
+        vm.p_written = <uint8_t*>cnp.PyArray_DATA(written)
+        vm.xt_base = self._buf([x.base for x in program.xtab])
+        vm.xt_len = self._buf([x.length for x in program.xtab])
+        vm.xt_index = self._buf([x.index for x in program.xtab])
+        vm.cs_func = self._buf([s.func for s in program.callsites])
+        vm.cs_off = self._buf(_offsets([len(s.args) for s in program.callsites]))
+        args = [a for s in program.callsites for a in s.args]
+        vm.arg_word = self._buf([a.word for a in args])
+        vm.arg_len = self._buf([ARG_SCALAR if a.length is None else a.length for a in args])
+        vm.const_lo, vm.const_hi = n_globals, n_static
+        vm.mem = _ptr(self.mem)
+        vm.n_mem = n_static + frame_cells
+        vm.n_static = n_static
+        vm.stack = self._work(max(stack_cells, 1))
+        vm.stack_cap = stack_cells
+        vm.pt_addr = self._work(max(frame_cells, 1))
+        vm.pt_len = self._work(max(frame_cells, 1))
+        vm.pt_cap = frame_cells
+        vm.fr_func = self._work(max_depth)
+        vm.fr_fp = self._work(max_depth)
+        vm.fr_pp = self._work(max_depth)
+        vm.fr_ret = self._work(max_depth)
+        vm.fr_fdir = self._work(max_depth)
+        vm.max_depth = max_depth
+        self.reset(False)
+
+    cdef i64* _buf(self, values):
+        """Keep a private int64 copy of `values` alive and return its data pointer (never
+        NULL).  A copy, so that changing the Program afterwards cannot undo the validation."""
+        arr = np.array(values, dtype=np.int64, order="C", copy=True)
+        if arr.size == 0:
+            arr = np.zeros(1, dtype=np.int64)
+        arr.setflags(write=False)
+        self._keep.append(arr)
+        return _ptr(arr)
+
+    cdef i64* _work(self, i64 n):
+        """A zeroed int64 work buffer of n cells (calloc'ed: pages are touched on use)."""
+        arr = np.zeros(n, dtype=np.int64)
+        self._keep.append(arr)
+        return _ptr(arr)
+
+    # ---- state -------------------------------------------------------------------------
+
+    def reset(self, bint at_end):
+        """Static image in memory, empty stacks, status start (D = +1) or end (D = -1)."""
+        cdef VM* vm = &self.vm
+        cdef i64 used = vm.n_static + vm.peak_frame
+        memcpy(vm.mem, _ptr(self.static_image), vm.n_static * sizeof(i64))
+        if used > vm.n_mem:
+            used = vm.n_mem
+        memset(vm.mem + vm.n_static, 0, (used - vm.n_static) * sizeof(i64))
+        vm.ftop = vm.n_static
+        vm.sp = 0
+        vm.ptop = 0
+        vm.depth = 0
+        vm.came = 0
+        vm.t = 0
+        vm.trace_ack = 0
+        vm.trap = 0
+        vm.steps = vm.peak_sp = vm.peak_frame = vm.peak_depth = 0
+        vm.status = _S_END if at_end else _S_START
+        vm.D = -1 if at_end else 1
+        vm.pc = vm.fn_end[vm.main] if at_end else vm.fn_begin[vm.main]
+
+    def run(self, i64 budget) -> int:
+        """Run up to `budget` instructions in the current direction; returns an R_* code."""
+        cdef i64 executed = 0
+        cdef int rc
+        with nogil:
+            rc = vm_run(&self.vm, budget, &executed)
+        self.last_n = executed
+        return rc
+
+    def flip(self) -> None:
+        """Reverse the direction between two instructions (docs/machine.md)."""
+        cdef VM* vm = &self.vm
+        vm.trace_ack = 0
+        if vm.depth > 0:
+            if vm.came:
+                vm.pc = vm.code[vm.pc * 6 + 4]
+            else:
+                vm.pc -= vm.fr_fdir[vm.depth - 1] * vm.D
+        vm.D = -vm.D
+
+    def ack_trace(self) -> None:
+        """The trace at pc has been reported: the next run() executes it."""
+        self.vm.trace_ack = 1
+
+    @property
+    def pc(self) -> int:
+        return self.vm.pc
+
+    @property
+    def came(self) -> bool:
+        return bool(self.vm.came)
+
+    @property
+    def direction(self) -> int:
+        return self.vm.D
+
+    @property
+    def t(self) -> int:
+        return self.vm.t
+
+    @property
+    def status(self) -> int:
+        return self.vm.status
+
+    @property
+    def depth(self) -> int:
+        return self.vm.depth
+
+    @property
+    def effective_direction(self) -> int:
+        """e = fdir * D of the top frame (D at a boundary)."""
+        if self.vm.depth == 0:
+            return self.vm.D
+        return self.vm.fr_fdir[self.vm.depth - 1] * self.vm.D
+
+    @property
+    def sp(self) -> int:
+        return self.vm.sp
+
+    @property
+    def frame_top(self) -> int:
+        return self.vm.ftop
+
+    @property
+    def stats(self) -> dict:
+        return dict(steps=self.vm.steps, peak_stack=self.vm.peak_sp,
+                    peak_frame_cells=self.vm.peak_frame, peak_depth=self.vm.peak_depth)
+
+    @property
+    def trap(self) -> tuple:
+        """(code, pc, opcode it ran as, effective direction, (w0, w1, w2, w3))."""
+        cdef VM* vm = &self.vm
+        return (vm.trap, vm.trap_pc, vm.trap_op, vm.trap_e,
+                (vm.tv[0], vm.tv[1], vm.tv[2], vm.tv[3]))
+
+    def stack(self) -> np.ndarray:
+        """A copy of the value stack, bottom first."""
+        cdef cnp.ndarray out = np.empty(self.vm.sp, dtype=np.int64)
+        if self.vm.sp:
+            memcpy(_ptr(out), self.vm.stack, self.vm.sp * sizeof(i64))
+        return out
+
+    def frame(self, i64 level) -> tuple:
+        """(func, fp, pp, ret_pc, fdir) of frame `level` (0 = the entry function)."""
+        if not 0 <= level < self.vm.depth:
+            raise IndexError(level)
+        cdef VM* vm = &self.vm
+        return (vm.fr_func[level], vm.fr_fp[level], vm.fr_pp[level], vm.fr_ret[level],
+                vm.fr_fdir[level])
+
+    def param(self, i64 level, i64 p) -> tuple:
+        """(address, length) bound to parameter p of frame `level`."""
+        if not 0 <= level < self.vm.depth:
+            raise IndexError(level)
+        cdef VM* vm = &self.vm
+        cdef i64 f = vm.fr_func[level], k
+        if not 0 <= p < vm.fn_nparams[f]:
+            raise IndexError(p)
+        k = vm.fr_pp[level] + p
+        return vm.pt_addr[k], vm.pt_len[k]
+
+    def call_binding(self, i64 p) -> tuple:
+        """(address, length) that the failed call's argument p was bound to (scratch entries
+        above the parameter table's top, valid right after an argument trap)."""
+        cdef VM* vm = &self.vm
+        if not 0 <= p < vm.pt_cap - vm.ptop:
+            raise IndexError(p)
+        return vm.pt_addr[vm.ptop + p], vm.pt_len[vm.ptop + p]
+
+    def resolve(self, i64 word, i64 level=-1) -> tuple:
+        """Decode an operand word in frame `level` (default: the top frame):
+        ("cell", address) | ("len", length) | ("bounds", xtab index, index, length)."""
+        cdef VM* vm = &self.vm
+        cdef i64* fpm
+        cdef i64* pa
+        cdef i64* p
+        if level < 0:
+            level = vm.depth - 1
+        # the word may come from anywhere (a debugger): check it like the loop's own operands
+        ck = _Checker(self.program, vm.n_static, vm.const_lo)
+        if not 0 <= level < vm.depth:
+            if (word & 7) != MODE_G:
+                raise IndexError("no frame to decode the operand in")
+            ck.cell(None, None, word, False, "operand")
+        else:
+            ck.cell(None, self.program.functions[vm.fr_func[level]], word, False, "operand")
+        if ck.problems:
+            raise ValueError(ck.problems[0])
+        if not 0 <= level < vm.depth:
+            fpm = pa = vm.mem
+        else:
+            fpm = vm.mem + vm.fr_fp[level]
+            pa = vm.pt_addr + vm.fr_pp[level]
+        p = opnd(vm, word, vm.mem, fpm, pa)
+        if p == NULL:
+            return ("bounds", vm.tv[0], vm.tv[1], vm.tv[2])
+        if (word & 7) == MODE_N:
+            return ("len", p[0])
+        return ("cell", p - vm.mem)

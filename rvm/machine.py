@@ -1,0 +1,668 @@
+"""The public machine: runs a Program forward and backward over the Cython core.
+
+    m = Machine(program)
+    m.reset({"n": 10})              # start state: inputs, every other global zero
+    m.run()                         # forward to the end; traps raise rvm.errors.Trap subclasses
+    m.outputs()                     # {"out": 55, ...}
+    m.run(direction=-1)             # backward to the start: the inputs again, bit for bit
+
+Execution semantics are in docs/machine.md.  The step counter `t` counts instructions from the
+last reset (up forward, down backward); entering the entry function from the start or the end is
+one step, like the `call` of any other function, and its return is one more.
+
+This module also holds the small formatter that names cells and prints instructions for trap
+messages (`describe_operand`, `format_instruction`); the disassembler proper lives with the
+assembler.
+"""
+from __future__ import annotations
+
+import sys
+from bisect import bisect_right
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from isa.arith import ArithTrap, execute
+from isa.functions import CMP_ALWAYS, CMP_SYMBOLS, FN1, FN2, cond_parts
+from isa.table import OPS, Op
+from isa.types import INT, NumType
+
+from . import _core
+from .errors import (AliasError, AncillaError, AssertionTrap, BoundsError, BytecodeTrap,
+                     ComeFromError, DivisionByZero, DomainError, PopError, RangeError,
+                     ReadOnlyError, RVMError, StackOverflow, StackUnderflow, StepLimit, Trap)
+from .program import MODE_G, MODE_L, MODE_N, MODE_P, MODE_X, Function, Program, operand_parts
+from .values import ValueEncodingError, decode, decode_array, encode, encode_array
+
+__all__ = ["Machine", "TraceEvent", "UnknownName", "describe_operand", "format_instruction"]
+
+_STATUS = {_core.S_START: "start", _core.S_END: "end", _core.S_RUNNING: "running"}
+_UNLIMITED = 1 << 62
+
+
+class UnknownName(RVMError, KeyError):
+    """A name that is not a global of the program."""
+
+    def __str__(self) -> str:          # KeyError would print the repr of the message
+        return str(self.args[0]) if self.args else ""
+
+
+@dataclass
+class TraceEvent:
+    """What a `trace` instruction reports to the machine's trace handler."""
+    message: str
+    values: dict[str, Any]
+    pc: int
+    step: int
+    direction: int
+
+    def __str__(self) -> str:
+        vals = " ".join(f"{k}={v}" for k, v in self.values.items())
+        return f"trace: {self.message}" + (f" {vals}" if vals else "")
+
+
+def print_trace(event: TraceEvent) -> None:
+    """The default trace handler: one line on stderr."""
+    print(event, file=sys.stderr)
+
+
+# ---- naming cells and printing instructions ----------------------------------------------------
+
+def _static_cells(program: Program) -> tuple[list[int], list[tuple[int, int, str, NumType]]]:
+    cells = sorted([(g.addr, g.size, g.name, g.type) for g in program.globals] +
+                   [(c.addr, 1 if c.length is None else c.length, c.name, c.type)
+                    for c in program.consts])
+    return [c[0] for c in cells], cells
+
+
+def _element(name: str, size: int, k: int, is_array: bool) -> str:
+    return f"{name}[{k}]" if is_array or size > 1 else name
+
+
+def _static_name(program: Program, addr: int) -> tuple[str, NumType | None]:
+    starts, cells = _static_cells(program)
+    i = bisect_right(starts, addr) - 1
+    if i >= 0:
+        a, size, name, t = cells[i]
+        if addr < a + size:
+            arr = any(g.name == name and g.length is not None for g in program.globals) or \
+                any(c.name == name and c.length is not None for c in program.consts)
+            return _element(name, size, addr - a, arr), t
+    return f"@{addr}", None
+
+
+def _local_name(func: Function | None, offset: int) -> tuple[str, NumType | None]:
+    for loc in (func.locals if func else ()):
+        size = 1 if loc.length is None else loc.length
+        if loc.offset <= offset < loc.offset + size:
+            return _element(loc.name, size, offset - loc.offset, loc.length is not None), loc.type
+    return f"local+{offset}", None
+
+
+def _param(func: Function | None, p: int):
+    return func.params[p] if func is not None and 0 <= p < len(func.params) else None
+
+
+def _array_name(program: Program, func: Function | None, word: int) -> tuple[str, NumType | None]:
+    """Name of an array base word (G/L: element 0's cell, P: the parameter)."""
+    mode, q = operand_parts(word)
+    if mode == MODE_P:
+        par = _param(func, q)
+        return (par.name, par.type) if par else (f"param{q}", None)
+    name, t = _static_name(program, q) if mode == MODE_G else _local_name(func, q)
+    return (name[:-3] if name.endswith("[0]") else name), t
+
+
+def operand_type(program: Program, func: Function | None, word: int) -> NumType | None:
+    """Declared type of the cell an operand word names (None if unknown)."""
+    return _describe(program, func, word)[1]
+
+
+def describe_operand(program: Program, func: Function | None, word: int) -> str:
+    """Source-level name of the cell an operand word names in `func`: `x`, `a[3]`, `q[i]`,
+    `len(q)`, or a raw form like `@12` when no symbol covers it."""
+    return _describe(program, func, word)[0]
+
+
+def _describe(program: Program, func: Function | None, word: int) -> tuple[str, NumType | None]:
+    mode, q = operand_parts(word)
+    if mode == MODE_G:
+        return _static_name(program, q)
+    if mode == MODE_L:
+        return _local_name(func, q)
+    if mode == MODE_P:
+        par = _param(func, q)
+        return (par.name, par.type) if par else (f"param{q}", None)
+    if mode == MODE_N:
+        par = _param(func, q)
+        return f"len({par.name if par else f'param{q}'})", INT
+    if mode == MODE_X and 0 <= q < len(program.xtab):
+        x = program.xtab[q]
+        base, t = _array_name(program, func, x.base)
+        return f"{base}[{_describe(program, func, x.index)[0]}]", t
+    return f"<operand {word}>", None
+
+
+def _label(program: Program, pc: int) -> str:
+    return program.labels.get(pc, f"pc {pc}")
+
+
+def _imm_text(t: NumType | None, word: int, F: int) -> str:
+    return repr(decode(t, word, F)) if t is not None else str(word)
+
+
+def format_condition(program: Program, func: Function | None, cc: int, a: int, b: int) -> str:
+    cmp, _ = cond_parts(cc)
+    if cmp == CMP_ALWAYS:
+        return "always"
+    sym = CMP_SYMBOLS.get(cmp, f"<cmp {cmp}>")
+    return f"{describe_operand(program, func, a)} {sym} {describe_operand(program, func, b)}"
+
+
+def format_instruction(program: Program, pc: int) -> str:
+    """One instruction as text: mnemonic and operands by name, e.g. `add.i x, one`,
+    `jmp top if i < n`, `call f(a, b[i])`."""
+    if not 0 <= pc < len(program.code):
+        return f"<pc {pc} outside the code>"
+    row = [int(w) for w in program.code[pc]]
+    if not 0 <= row[0] < len(OPS):
+        return f"<opcode {row[0]}>"
+    op = OPS[row[0]]
+    func = program.function_at(pc)
+    F = program.fraction_bits
+    if op.name in ("jmp", "join", "assert"):
+        cc, a, b = row[1:4]
+        cond = format_condition(program, func, cc, a, b)
+        if op.name == "assert":
+            return f"assert {cond}"
+        return f"{op.name} {_label(program, row[4])}" + ("" if cond == "always" else f" if {cond}")
+    if op.name in ("call", "uncall"):
+        k = row[1]
+        if not 0 <= k < len(program.callsites):
+            return f"{op.name} <site {k}>"
+        site = program.callsites[k]
+        callee = program.functions[site.func].name if 0 <= site.func < len(program.functions) \
+            else f"<function {site.func}>"
+        args = ", ".join(describe_operand(program, func, a.word) if a.length is None
+                         else _array_name(program, func, a.word)[0] for a in site.args)
+        return f"{op.name} {callee}({args})"
+    if op.name in ("begin", "end"):
+        k = row[1]
+        name = program.functions[k].name if 0 <= k < len(program.functions) else str(k)
+        return f"{op.name} {name}"
+    if op.name == "trace":
+        k = row[1]
+        if not 0 <= k < len(program.traces):
+            return f"trace <entry {k}>"
+        tr = program.traces[k]
+        return "trace " + ", ".join([repr(tr.message)] +
+                                    [describe_operand(program, func, w) for w in tr.operands])
+    parts = []
+    for slot, kind in enumerate(op.operands, start=1):
+        w = row[slot]
+        if kind in ("y", "a"):
+            parts.append(describe_operand(program, func, w))
+        elif kind == "imm":
+            parts.append(_imm_text(op.type, w, F))
+        elif kind == "fn":
+            table = FN2 if op.family in ("addfn2", "subfn2") else FN1
+            parts.append(table[w].name if 0 <= w < len(table) else f"<fn {w}>")
+        else:
+            parts.append(str(w))
+    return op.name + (" " + ", ".join(parts) if parts else "")
+
+
+def _cell_types(op: Op) -> tuple[NumType | None, ...]:
+    """Type of each operand of a data opcode (conversions: destination, then source)."""
+    out = []
+    for kind in op.operands:
+        if kind not in ("y", "a", "imm"):
+            out.append(None)
+        elif len(op.types) == 2:
+            out.append(op.types[0] if kind == "y" else op.types[1])
+        else:
+            out.append(op.type)
+    return tuple(out)
+
+
+# ---- the machine -------------------------------------------------------------------------------
+
+class Machine:
+    """A Program's machine state with the operations to run it in both directions.
+
+    Capacities: `stack_cells` words of value stack, `frame_cells` cells of frame memory (also
+    the capacity of the parameter table), `max_depth` frames on the control stack.  `trace` is
+    called with a `TraceEvent` at every `trace` instruction (default: print to stderr).
+    """
+
+    def __init__(self, program: Program, *, stack_cells: int = 1 << 20,
+                 frame_cells: int = 1 << 22, max_depth: int = 1 << 16,
+                 trace: Callable[[TraceEvent], None] | None = None):
+        self.program = program
+        self.trace_handler: Callable[[TraceEvent], None] = trace or print_trace
+        self.core = _core.Core(program, stack_cells=stack_cells, frame_cells=frame_cells,
+                               max_depth=max_depth)
+        self._symbols: dict[str, tuple[NumType, int, int | None, bool]] = {}
+        for c in program.consts:
+            self._symbols[c.name] = (c.type, c.addr, c.length, False)
+        for g in program.globals:
+            self._symbols[g.name] = (g.type, g.addr, g.length, True)
+
+    # ---- start and end states --------------------------------------------------------
+
+    def reset(self, inputs: Mapping[str, Any] | None = None) -> None:
+        """Start state: the given globals (normally the inputs), the other inputs at their
+        defaults, every other global zero; direction forward."""
+        self.core.reset(False)
+        self._load(inputs or {}, defaults=True)
+
+    def reset_end(self, outputs: Mapping[str, Any] | None = None) -> None:
+        """End state: the given globals (normally the outputs), every other global zero;
+        direction backward, ready for `run(direction=-1)`."""
+        self.core.reset(True)
+        self._load(outputs or {}, defaults=False)
+
+    def _load(self, values: Mapping[str, Any], defaults: bool) -> None:
+        unknown = [k for k in values if k not in self._symbols or not self._symbols[k][3]]
+        if unknown:
+            names = ", ".join(g.name for g in self.program.globals) or "none"
+            raise UnknownName(f"no global named {', '.join(map(repr, unknown))} "
+                              f"(the globals are: {names})")
+        mem = self.core.mem
+        for g in self.program.globals:
+            if g.name in values:
+                self.write(g.name, values[g.name])
+            elif defaults and g.is_input and g.default is not None:
+                mem[g.addr:g.addr + g.size] = np.asarray(g.default, dtype=np.int64)
+
+    # ---- running -----------------------------------------------------------------------
+
+    def run(self, direction: int = +1, max_steps: int | None = None) -> str:
+        """Run to the end (forward) or the start (backward) and return the status.  Raises a
+        Trap subclass on a trap, StepLimit when `max_steps` instructions have run first (the
+        machine can then be run further)."""
+        budget = _UNLIMITED if max_steps is None else min(max_steps, _UNLIMITED)
+        rc, _ = self._drive(direction, budget)
+        if rc == _core.R_BUDGET:
+            raise self._make(StepLimit, f"the step limit of {budget} instructions is used up",
+                             self.pc, self.direction, {})
+        return self.status
+
+    def step(self, n: int = 1, direction: int = +1) -> int:
+        """Run up to `n` instructions, stopping at the program boundary; returns how many ran.
+        Traps raise as in `run`.  `step(0, d)` only turns the machine to direction d."""
+        return self._drive(direction, min(max(n, 0), _UNLIMITED))[1]
+
+    def _drive(self, direction: int, budget: int) -> tuple[int, int]:
+        if direction not in (1, -1):
+            raise ValueError(f"direction must be +1 or -1, not {direction!r}")
+        core = self.core
+        if direction != core.direction:
+            core.flip()
+        done = 0
+        while True:
+            rc = core.run(budget - done)
+            done += core.last_n
+            if rc == _core.R_TRACE:
+                self._report_trace()
+                core.ack_trace()
+                continue
+            if rc == _core.R_TRAP:
+                raise self._trap()
+            return rc, done
+
+    # ---- state -------------------------------------------------------------------------
+
+    @property
+    def status(self) -> str:
+        """'start', 'end' or 'running'."""
+        return _STATUS[self.core.status]
+
+    @property
+    def t(self) -> int:
+        return self.core.t
+
+    @property
+    def pc(self) -> int:
+        return self.core.pc
+
+    @property
+    def direction(self) -> int:
+        return self.core.direction
+
+    @property
+    def depth(self) -> int:
+        return self.core.depth
+
+    @property
+    def came(self) -> bool:
+        return self.core.came
+
+    @property
+    def mem(self) -> np.ndarray:
+        """All memory as an int64 array (a live view): globals, constants, frames."""
+        return self.core.mem
+
+    @property
+    def stats(self) -> dict[str, int]:
+        """Instructions run and peak value-stack depth, frame cells and call depth since the
+        last reset."""
+        return self.core.stats
+
+    def stack(self) -> np.ndarray:
+        """The value stack's raw words, bottom first."""
+        return self.core.stack()
+
+    def frames(self) -> list[dict[str, Any]]:
+        """The control stack, entry function first: function name, pc, fp, direction (fdir)
+        and ret_pc of every frame."""
+        out = []
+        depth = self.core.depth
+        for level in range(depth):
+            func, fp, pp, ret_pc, fdir = self.core.frame(level)
+            pc = self.core.pc if level == depth - 1 else self.core.frame(level + 1)[3]
+            out.append(dict(function=self.program.functions[func].name, pc=pc, fp=fp,
+                            direction=fdir, ret_pc=ret_pc))
+        return out
+
+    # ---- globals by name ---------------------------------------------------------------
+
+    def _symbol(self, name: str) -> tuple[NumType, int, int | None, bool]:
+        try:
+            return self._symbols[name]
+        except KeyError:
+            raise UnknownName(f"no global or constant named {name!r}") from None
+
+    def read(self, name: str) -> Any:
+        """A global's (or constant's) value: int or float, a numpy array for arrays."""
+        t, addr, length, _ = self._symbol(name)
+        F = self.program.fraction_bits
+        if length is None:
+            return decode(t, int(self.core.mem[addr]), F)
+        return decode_array(t, self.core.mem[addr:addr + length], F)
+
+    def read_raw(self, name: str) -> int | np.ndarray:
+        """A global's raw word (int), or a copy of an array's words."""
+        t, addr, length, _ = self._symbol(name)
+        if length is None:
+            return int(self.core.mem[addr])
+        return self.core.mem[addr:addr + length].copy()
+
+    def write(self, name: str, value: Any) -> None:
+        """Store a Python value (number, list or numpy array) into a global."""
+        t, addr, length, writable = self._symbol(name)
+        if not writable:
+            raise RVMError(f"{name} is a constant")
+        F = self.program.fraction_bits
+        try:
+            if length is None:
+                if isinstance(value, (list, tuple, np.ndarray)) and np.ndim(value) > 0:
+                    raise ValueEncodingError("a single value is expected, not an array")
+                word = encode(t, value, F)
+            else:
+                if np.ndim(value) == 0:
+                    raise ValueEncodingError(f"an array of {length} values is expected")
+                word = encode_array(t, value, F, length)
+        except (ValueEncodingError, TypeError, OverflowError) as e:
+            raise ValueEncodingError(f"{name}: {e}") from None
+        self._store(addr, length, word)
+
+    def write_raw(self, name: str, words: int | Any) -> None:
+        """Store raw words into a global (an int, or a sequence for an array)."""
+        t, addr, length, writable = self._symbol(name)
+        if not writable:
+            raise RVMError(f"{name} is a constant")
+        if length is None:
+            w = int(words)
+            if not -(1 << 63) <= w < 1 << 63:
+                raise ValueEncodingError(f"{name}: {w} is not a 64-bit word")
+            self._store(addr, None, w)
+        else:
+            arr = np.asarray(words, dtype=np.int64)
+            if arr.shape != (length,):
+                raise ValueEncodingError(f"{name}: expected {length} words, got {arr.shape}")
+            self._store(addr, length, arr)
+
+    def _store(self, addr: int, length: int | None, words: Any) -> None:
+        if length is None:
+            self.core.mem[addr] = words
+        else:
+            self.core.mem[addr:addr + length] = words
+
+    def inputs(self) -> dict[str, Any]:
+        return {g.name: self.read(g.name) for g in self.program.globals if g.is_input}
+
+    def outputs(self) -> dict[str, Any]:
+        return {g.name: self.read(g.name) for g in self.program.globals if g.is_output}
+
+    # ---- traps and traces --------------------------------------------------------------
+
+    def format_instruction(self, pc: int | None = None) -> str:
+        return format_instruction(self.program, self.pc if pc is None else pc)
+
+    def _value(self, word: int, t: NumType | None, func: Function | None) -> Any:
+        """Current value of the cell an operand names in the top frame (raw if untyped)."""
+        kind, *rest = self.core.resolve(word)
+        if kind == "len":
+            return rest[0]
+        if kind == "bounds":
+            return "<out of bounds>"
+        w = int(self.core.mem[rest[0]])
+        if t is None:
+            t = operand_type(self.program, func, word)
+        return decode(t, w, self.program.fraction_bits) if t is not None else w
+
+    def _values(self, pairs, func: Function | None) -> dict[str, Any]:
+        return {describe_operand(self.program, func, w): self._value(w, t, func) for w, t in pairs}
+
+    def _make(self, cls: type[Trap], detail: str, pc: int, direction: int,
+              values: dict[str, Any]) -> Trap:
+        at = pc if 0 <= pc < len(self.program.code) else None
+        return cls(detail, pc=pc, instruction=format_instruction(self.program, pc) if at is not None
+                   else "", location=self.program.location(pc) if at is not None else None,
+                   step=self.core.t, direction=direction, values=values)
+
+    def _report_trace(self) -> None:
+        pc = self.pc
+        tr = self.program.traces[int(self.program.code[pc, 1])]
+        func = self.program.function_at(pc)
+        event = TraceEvent(tr.message, self._values([(w, None) for w in tr.operands], func), pc,
+                           self.core.t, self.direction)
+        self.trace_handler(event)
+
+    def _trap(self) -> Trap:
+        code, pc, op_code, e, tv = self.core.trap
+        program = self.program
+        func = program.function_at(pc)
+        row = [int(w) for w in self.core.code[pc]]       # what the machine ran
+        ran_as = OPS[op_code]
+        instr = OPS[row[0]]
+        D = self.core.direction
+        way = "" if e > 0 else f" (run backward as {ran_as.name})" if ran_as != instr else \
+            " (run backward)"
+        where_call = tv[3] >= _core.IN_CALL and instr.name in ("call", "uncall")
+
+        if code == _core.T_COMEFROM:
+            return self._come_from(pc, row, e, tv, func)
+        if code == _core.T_ANCILLA:
+            if ran_as.name in ("end", "begin"):
+                return self._ancilla_at_return(pc, e, tv)
+            val = self._values([(row[1], None)], func)
+            name = next(iter(val))
+            return self._make(AncillaError, f"{ran_as.name} of {name}: the ancilla is not zero "
+                              f"(it is {val[name]})", pc, D, val)
+        if code == _core.T_POP:
+            val = self._values([(row[1], None)], func)
+            name = next(iter(val))
+            t = operand_type(program, func, row[1])
+            top = int(self.core.stack()[-1])
+            val["top of stack"] = decode(t, top, program.fraction_bits) if t is not None else top
+            return self._make(PopError, f"pop into {name}, which is not zero (it is "
+                              f"{val[name]}){way}", pc, D, val)
+        if code == _core.T_UNDERFLOW:
+            return self._make(StackUnderflow, f"pop from the empty value stack{way}", pc, D, {})
+        if code == _core.T_OVERFLOW:
+            return self._overflow(pc, D, tv, row)
+        if code == _core.T_ALIAS:
+            if where_call:
+                return self._call_alias(pc, D, tv, row, func)
+            pairs = [(row[s], None) for s in range(1, len(instr.operands) + 1)
+                     if instr.operands[s - 1] in ("y", "a")]
+            names = [describe_operand(program, func, w) for w, _ in pairs]
+            return self._make(AliasError, f"operands {' and '.join(dict.fromkeys(names))} are "
+                              f"the same cell: an update's target may not be one of its "
+                              f"sources{way}", pc, D, self._values(self._typed(instr, row), func))
+        if code == _core.T_READONLY:
+            return self._read_only(pc, D, tv, row, func)
+        if code == _core.T_BOUNDS:
+            return self._bounds(pc, D, tv, row, func, where_call)
+        if code in (_core.T_DIV0, _core.T_DOMAIN, _core.T_RANGE):
+            cls = {_core.T_DIV0: DivisionByZero, _core.T_DOMAIN: DomainError,
+                   _core.T_RANGE: RangeError}[code]
+            vals = self._values(self._typed(ran_as, row), func)
+            reason = self._arith_reason(ran_as, row) or {
+                DivisionByZero: "division by zero", DomainError: "argument outside the domain",
+                RangeError: "result out of range"}[cls]
+            return self._make(cls, f"{reason}{way}", pc, D, vals)
+        if code == _core.T_ASSERT:
+            cond = format_condition(program, func, row[1], row[2], row[3])
+            t = cond_parts(row[1])[1]
+            return self._make(AssertionTrap, f"assertion {cond} is false", pc, D,
+                              self._values([(row[2], t), (row[3], t)], func))
+        if code == _core.T_BYTECODE:
+            return self._make(BytecodeTrap, f"{instr.name} reached running "
+                              f"{'forward' if e > 0 else 'backward'}: control cannot get here "
+                              f"in a verified program", pc, D, {})
+        return self._make(BytecodeTrap, f"unknown trap code {code}", pc, D, {})
+
+    def _typed(self, op: Op, row: list[int]) -> list[tuple[int, NumType | None]]:
+        types = _cell_types(op)
+        return [(row[s], types[s - 1]) for s in range(1, len(op.operands) + 1)
+                if op.operands[s - 1] in ("y", "a")]
+
+    def _arith_reason(self, op: Op, row: list[int]) -> str | None:
+        """The reference arithmetic's own explanation, computed from the unchanged operands."""
+        vals = []
+        for s, kind in enumerate(op.operands, start=1):
+            if kind in ("y", "a"):
+                kind_, *rest = self.core.resolve(row[s])
+                if kind_ == "bounds":
+                    return None
+                vals.append(rest[0] if kind_ == "len" else int(self.core.mem[rest[0]]))
+            else:
+                vals.append(row[s])
+        try:
+            execute(op, vals, self.program.fraction_bits)
+        except ArithTrap as e:
+            return f"{op.name}: {e}"
+        except (ValueError, OverflowError) as e:
+            return f"{op.name}: {e}"
+        return None
+
+    def _come_from(self, pc: int, row: list[int], e: int, tv: tuple, func) -> Trap:
+        program = self.program
+        cond, came = bool(tv[0]), bool(tv[1])
+        instr = OPS[row[0]].name
+        partner = row[4]
+        cc, t = row[1], cond_parts(row[1])[1]
+        text = format_condition(program, func, cc, row[2], row[3])
+        here = f"{instr} {_label(program, pc)}" if pc in program.labels else f"{instr} at pc {pc}"
+        other = "jmp" if instr == "join" else "join"
+        src = self._pc_text(partner)
+        if e > 0:
+            actual = (f"control came by the jump from the {other} {src}" if came
+                      else f"control fell through from {self._pc_text(pc - 1)}")
+        else:
+            actual = (f"running backward, control came by the jump from the {other} {src}"
+                      if came else f"running backward, control came from {self._pc_text(pc + 1)}")
+        says = ("always true, so control must arrive by the jump" if cond_parts(cc)[0] ==
+                CMP_ALWAYS else f"{text} is {'true' if cond else 'false'}, so control must "
+                f"{'arrive by the jump from ' + src if cond else 'fall through'}")
+        vals = {} if cond_parts(cc)[0] == CMP_ALWAYS else \
+            self._values([(row[2], t), (row[3], t)], func)
+        return self._make(ComeFromError, f"come-from check failed at {here}: {says}, but "
+                          f"{actual}", pc, self.core.direction, vals)
+
+    def _pc_text(self, pc: int) -> str:
+        """`top (pc 4)`, `the entry of main (pc 0)` or `pc 7`."""
+        if pc in self.program.labels:
+            return f"{self.program.labels[pc]} (pc {pc})"
+        for f in self.program.functions:
+            if pc in (f.begin, f.end):
+                return f"the {'entry' if pc == f.begin else 'exit'} of {f.name} (pc {pc})"
+        return f"pc {pc}"
+
+    def _ancilla_at_return(self, pc: int, e: int, tv: tuple) -> Trap:
+        offset, word, fi = tv[0], tv[1], tv[2]
+        f = self.program.functions[fi]
+        name, t = _local_name(f, offset)
+        value = decode(t, word, self.program.fraction_bits) if t is not None else word
+        how = "returns" if e > 0 else "returns (running backward, at its begin)"
+        return self._make(AncillaError, f"{f.name} {how} with local {name} = {value}; every "
+                          f"local must be zero when its frame ends", pc, self.core.direction,
+                          {name: value})
+
+    def _overflow(self, pc: int, D: int, tv: tuple, row: list[int]) -> Trap:
+        kind, cap = tv[0], tv[1]
+        if kind == _core.OV_VALUE_STACK:
+            what = f"the value stack is full ({cap} cells)"
+        elif kind == _core.OV_CONTROL_STACK:
+            what = f"the call depth limit of {cap} frames is reached"
+        elif kind == _core.OV_FRAMES:
+            what = (f"frame memory is full ({cap} cells, "
+                    f"{self.core.frame_top - self.program.n_static} in use)")
+        else:
+            what = f"the parameter table is full ({cap} entries)"
+        return self._make(StackOverflow, what, pc, D,
+                          {"depth": self.core.depth, "stack": self.core.sp})
+
+    def _call_site(self, row: list[int]):
+        site = self.program.callsites[row[1]]
+        return site, self.program.functions[site.func]
+
+    def _arg_name(self, func, arg) -> str:
+        return (describe_operand(self.program, func, arg.word) if arg.length is None
+                else _array_name(self.program, func, arg.word)[0])
+
+    def _call_alias(self, pc: int, D: int, tv: tuple, row: list[int], func) -> Trap:
+        site, callee = self._call_site(row)
+        i, j = tv[0], tv[1]
+        ni, nj = self._arg_name(func, site.args[i]), self._arg_name(func, site.args[j])
+        written = [callee.params[k].name for k in (i, j) if callee.params[k].written]
+        return self._make(AliasError, f"arguments {i} ({ni}) and {j} ({nj}) of {callee.name} "
+                          f"overlap at {self._address_name(tv[2])}, and {callee.name} writes "
+                          f"{' and '.join(written)}", pc, D,
+                          {callee.params[i].name: ni, callee.params[j].name: nj})
+
+    def _address_name(self, addr: int) -> str:
+        if addr < self.program.n_static:
+            return _static_name(self.program, addr)[0]
+        return f"frame cell {addr}"
+
+    def _read_only(self, pc: int, D: int, tv: tuple, row: list[int], func) -> Trap:
+        site, callee = self._call_site(row)
+        i, addr = tv[0], tv[1]
+        cell = _static_name(self.program, addr)[0]
+        return self._make(ReadOnlyError, f"constant {cell} is bound to parameter "
+                          f"{callee.params[i].name} of {callee.name}, which {callee.name} "
+                          f"writes", pc, D, {callee.params[i].name: cell})
+
+    def _bounds(self, pc: int, D: int, tv: tuple, row: list[int], func, in_call: bool) -> Trap:
+        xi, index, length = tv[0], tv[1], tv[2]
+        program = self.program
+        if xi < 0:          # an array argument longer than the array bound to the parameter
+            site, callee = self._call_site(row)
+            k = tv[3] - _core.IN_CALL
+            name = self._arg_name(func, site.args[k])
+            return self._make(BoundsError, f"argument {k} of {callee.name} takes {index} cells "
+                              f"of {name}, which has {length}", pc, D, {f"len({name})": length})
+        x = program.xtab[xi]
+        base = _array_name(program, func, x.base)[0]
+        iname = describe_operand(program, func, x.index)
+        ctx = ""
+        if in_call:
+            site, callee = self._call_site(row)
+            ctx = f" (argument {tv[3] - _core.IN_CALL} of {callee.name})"
+        return self._make(BoundsError, f"index {iname} = {index} is outside {base}[0..{length})"
+                          f"{ctx}", pc, D, {iname: index, f"len({base})": length})
