@@ -1,0 +1,101 @@
+"""Assembly diagnostics: positions, error records and the collector that reports them at once.
+
+Every error carries a code (E001..E014, see docs/rasm.md) and a position; the assembler keeps
+going after an error and raises one `AssemblyError` listing all of them, sorted by file and
+position.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+CODES: dict[str, str] = {
+    "E001": "syntax error",
+    "E002": "undefined name",
+    "E003": "duplicate name",
+    "E004": "type mismatch",
+    "E005": "operand aliasing",
+    "E006": "immediate or literal out of range",
+    "E007": "jump/join pairing",
+    "E008": "wrong operand kind",
+    "E009": "wrong number of arguments",
+    "E010": "include not found or included in a cycle",
+    "E011": "no main function, or main has parameters",
+    "E012": "unknown instruction or function",
+    "E013": "loop counter or bound written in a for body",
+    "E014": "control flow leaves a with block, or a label used across functions",
+}
+
+
+class Pos(NamedTuple):
+    """A source position: index into the unit's file list, 1-based line and column."""
+    file: int
+    line: int
+    col: int
+
+
+@dataclass
+class Diagnostic:
+    """One error: where, which code, what, and the source line it points into."""
+    file: str
+    line: int
+    col: int
+    code: str
+    message: str
+    source_line: str = ""
+
+    def __str__(self) -> str:
+        caret = "".join("\t" if c == "\t" else " " for c in self.source_line[:max(self.col - 1, 0)])
+        return (f"{self.file}:{self.line}:{self.col}: error[{self.code}]: {self.message}\n"
+                f"  {self.source_line}\n  {caret}^")
+
+
+class AssemblyError(Exception):
+    """Raised when a source has errors; `diagnostics` lists all of them."""
+
+    def __init__(self, diagnostics: list[Diagnostic]):
+        self.diagnostics = list(diagnostics)
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        return "\n".join(str(d) for d in self.diagnostics)
+
+
+class Fail(Exception):
+    """Abandon the current statement with one diagnostic (caught by the statement loop)."""
+
+    def __init__(self, pos: Pos, code: str, message: str):
+        super().__init__(message)
+        self.pos, self.code, self.message = pos, code, message
+
+
+class Reporter:
+    """The files of one assembly and the diagnostics found in them."""
+
+    def __init__(self) -> None:
+        self.files: list[str] = []
+        self.sources: list[list[str]] = []
+        self.diagnostics: list[tuple[int, Diagnostic]] = []
+
+    def add_file(self, name: str, text: str) -> int:
+        self.files.append(name)
+        self.sources.append(text.splitlines())
+        return len(self.files) - 1
+
+    def error(self, pos: Pos, code: str, message: str) -> None:
+        lines = self.sources[pos.file] if 0 <= pos.file < len(self.sources) else []
+        src = lines[pos.line - 1] if 0 < pos.line <= len(lines) else ""
+        name = self.files[pos.file] if 0 <= pos.file < len(self.files) else "?"
+        self.diagnostics.append((pos.file, Diagnostic(name, pos.line, pos.col, code, message, src)))
+
+    def fail(self, f: Fail) -> None:
+        self.error(f.pos, f.code, f.message)
+
+    @property
+    def has_errors(self) -> bool:
+        return bool(self.diagnostics)
+
+    def raise_if_any(self) -> None:
+        if self.diagnostics:
+            ordered = sorted(self.diagnostics, key=lambda fd: (fd[0], fd[1].line, fd[1].col))
+            raise AssemblyError([d for _, d in ordered])
