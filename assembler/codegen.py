@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from isa.functions import CMP_ALWAYS, CMP_EQ, CMP_LE, CMP_NE, FN1, FN2, cond_parts, cond_word
+from isa.functions import CMP_ALWAYS, CMP_EQ, CMP_LE, CMP_LT, CMP_NE, FN1, FN2, cond_parts, cond_word
 from isa.table import OP_BY_NAME, ROW_WIDTH, Op, op_for
 from isa.types import INT
 from rvm.program import MODE_L, Arg, CallSite, Function, Local, Param, Trace, operand
@@ -495,20 +495,27 @@ class FunctionCompiler:
             self.emit(ADD_I, [i.word, res.resolve(st.lo, INT).word], st.pos)
         elif vals[0] != 0:
             self.emit(ADDI_I, [i.word, vals[0]], st.pos)
-        top = self.fork(JOIN, (cond_word(CMP_NE, INT), i.word, res.resolve(st.lo, INT).word), 0,
-                        st.pos, f"for{n}")
-        test = self.fork(JMP, (cond_word(CMP_EQ, INT), i.word, res.resolve(st.hi, INT).word), 0,
-                         st.pos, f"for{n}.until")
+        # Bottom-tested, so an iteration costs join + body + inc + jmp:
+        #   empty: jmp exit if i == hi      (skips an empty range)
+        #   top:   join back if i != lo     (came from `back` iff not the first iteration)
+        #          body; inc i
+        #   back:  jmp top if i < hi
+        #   exit:  join empty if i == lo    (came from `empty` iff the range was empty)
+        lo_w, hi_w = res.resolve(st.lo, INT).word, res.resolve(st.hi, INT).word
+        empty = self.fork(JMP, (cond_word(CMP_EQ, INT), i.word, hi_w), 0, st.pos, f"for{n}.empty")
+        top = self.fork(JOIN, (cond_word(CMP_NE, INT), i.word, lo_w), 0, st.pos, f"for{n}")
         self.guards.append(Guard([i] + guard_refs, sym.name))
         try:
             self.block(st.body)
         finally:
             self.guards.pop()
         self.emit(INC_I, [i.word], st.end_pos)
-        back = self.fork(JMP, (0, 0, 0), top, st.end_pos, f"for{n}.back")
-        exit_ = self.fork(JOIN, (0, 0, 0), test, st.end_pos, f"for{n}.exit")
+        back = self.fork(JMP, (cond_word(CMP_LT, INT), i.word, hi_w), top, st.end_pos,
+                         f"for{n}.back")
+        exit_ = self.fork(JOIN, (cond_word(CMP_EQ, INT), i.word, lo_w), empty, st.end_pos,
+                          f"for{n}.exit")
         self.unit.patch_pc(top, back)
-        self.unit.patch_pc(test, exit_)
+        self.unit.patch_pc(empty, exit_)
         if vals[1] is None:
             self.emit(SUB_I, [i.word, res.resolve(st.hi, INT).word], st.end_pos)
         elif vals[1] != 0:

@@ -88,6 +88,8 @@ def _static_name(program: Program, addr: int) -> tuple[str, NumType | None]:
         if addr < a + size:
             arr = any(g.name == name and g.length is not None for g in program.globals) or \
                 any(c.name == name and c.length is not None for c in program.consts)
+            if ":" in name:     # a literal the assembler interned as a constant: `0:int`
+                return name.partition(":")[0], t
             return _element(name, size, addr - a, arr), t
     return f"@{addr}", None
 

@@ -369,24 +369,24 @@ func main() {
     k2, k5, k0 = 2, 3, 4
     i, k = L(0), L(1)
     assert body(p) == [
-        row("alloc", i),
-        row("addi.i", i, 2),
-        row("join", cond_word(CMP_NE, INT), i, G(k2), 7),
-        row("jmp", cond_word(CMP_EQ, INT), i, G(k5), 8),
-        row("add.i", G(1), i),
-        row("inc.i", i),
-        row("jmp", 0, 0, 0, 3),
-        row("join", 0, 0, 0, 4),
+        row("alloc", i),                                        # 1
+        row("addi.i", i, 2),                                    # 2
+        row("jmp", cond_word(CMP_EQ, INT), i, G(k5), 8),        # 3 EMPTY: skip iff i == hi
+        row("join", cond_word(CMP_NE, INT), i, G(k2), 7),       # 4 TOP: from BACK iff i != lo
+        row("add.i", G(1), i),                                  # 5
+        row("inc.i", i),                                        # 6
+        row("jmp", cond_word(CMP_LT, INT), i, G(k5), 4),        # 7 BACK: again iff i < hi
+        row("join", cond_word(CMP_EQ, INT), i, G(k2), 3),       # 8 EXIT: from EMPTY iff i == lo
         row("subi.i", i, 5),
         row("free", i),
-        row("assert", cond_word(CMP_LE, INT), G(k0), G(0)),
+        row("assert", cond_word(CMP_LE, INT), G(k0), G(0)),     # 11
         row("alloc", k),
-        row("join", cond_word(CMP_NE, INT), k, G(k0), 17),
-        row("jmp", cond_word(CMP_EQ, INT), k, G(0), 18),
+        row("jmp", cond_word(CMP_EQ, INT), k, G(0), 18),        # 13
+        row("join", cond_word(CMP_NE, INT), k, G(k0), 17),      # 14
         row("sub.i", G(1), k),
         row("inc.i", k),
-        row("jmp", 0, 0, 0, 13),
-        row("join", 0, 0, 0, 14),
+        row("jmp", cond_word(CMP_LT, INT), k, G(0), 14),        # 17
+        row("join", cond_word(CMP_EQ, INT), k, G(k0), 13),      # 18
         row("sub.i", k, G(0)),
         row("free", k),
     ]

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from builder import Arr, ProgramBuilder
+from test_machine import if_program
 from isa.table import OP_BY_NAME
 from isa.types import FIXED, FLOAT, INT
 from rvm.errors import (TRAPS, AliasError, AncillaError, AssertionTrap, BoundsError, BytecodeTrap,
@@ -83,22 +84,6 @@ def test_come_from_forward():
     assert "fell through from the entry of main (pc 0)" in e.detail
     assert "arrive by the jump from back (pc 3)" in e.detail
     back_to_start(m, {"x": 3})
-
-
-def if_program():
-    pb = ProgramBuilder()
-    x = pb.input("x", INT)
-    y = pb.output("y", INT)
-    ten = pb.const("ten", INT, 10)
-    hundred = pb.const("hundred", INT, 100)
-    f = pb.func("main")
-    f.jmp("fork", to="then", cond=("<", INT, x, ten))
-    f.op("addi.i", y, 100)
-    f.jmp("skip", to="fi")
-    f.join("then", came_from="fork")
-    f.op("addi.i", y, 1)
-    f.join("fi", came_from="skip", cond=(">=", INT, y, hundred))
-    return pb.build()
 
 
 def test_come_from_backward():
