@@ -157,7 +157,8 @@ def cmd_check(a: argparse.Namespace) -> int:
             print(e, file=sys.stderr)
             status = EXIT_PROGRAM
             continue
-        print(f"{path}: ok ({len(prog.code)} instructions, {len(prog.functions)} functions, "
+        nf = len(prog.functions)
+        print(f"{path}: ok ({len(prog.code)} instructions, {nf} function{'s' * (nf != 1)}, "
               f"{prog.n_static} static cells)")
     return status
 
