@@ -38,6 +38,7 @@ from .values import ValueEncodingError, decode, decode_array, encode, encode_arr
 __all__ = ["Machine", "TraceEvent", "UnknownName", "describe_operand", "format_instruction"]
 
 _STATUS = {_core.S_START: "start", _core.S_END: "end", _core.S_RUNNING: "running"}
+_SLICE = 1 << 24          # instructions per nogil run (~0.1 s)
 _UNLIMITED = 1 << 62
 
 
@@ -304,8 +305,12 @@ class Machine:
             core.flip()
         done = 0
         while True:
-            rc = core.run(budget - done)
+            # Run in slices so that Ctrl-C (raised by Python between slices) stops a long run;
+            # the machine is left between two instructions and can go on or go back.
+            rc = core.run(min(budget - done, _SLICE))
             done += core.last_n
+            if rc == _core.R_BUDGET and done < budget:
+                continue
             if rc == _core.R_TRACE:
                 self._report_trace()
                 core.ack_trace()

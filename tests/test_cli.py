@@ -112,3 +112,25 @@ def test_bad_rbc_file(capsys, tmp_path):
     f.write_bytes(b"not bytecode at all")
     code, _, err = run(capsys, "run", str(f))
     assert code == 1 and "rvm: error:" in err
+
+
+def test_ctrl_c_stops_a_runaway_run(tmp_path):
+    """An endless loop without --max-steps is stopped by SIGINT with exit 130."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    prog = tmp_path / "forever.rasm"
+    prog.write_text("inout x: int\nfunc main() {\n    from x == 0 {\n        inc x\n"
+                    "    } until x == 0\n}\n")
+    p = subprocess.Popen([sys.executable, "-m", "rvm.cli", "run", str(prog)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(1.5)
+    p.send_signal(signal.SIGINT)
+    try:
+        out, err = p.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        raise AssertionError("the run did not stop on SIGINT")
+    assert p.returncode == 130 and "interrupted" in err
