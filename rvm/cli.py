@@ -201,7 +201,7 @@ def cmd_run(a: argparse.Namespace) -> int:
             if steps:
                 rows.append(("ns_per_step", f"{elapsed * 1e9 / steps:.2f}"))
             rows.append(("garbage", ", ".join(garbage) or "none"))
-            _print_table("stats", rows, out=sys.stderr if not a.stats_stdout else sys.stdout)
+            _print_table("stats", rows, out=sys.stderr)
     if garbage and not a.json:
         print(f"rvm: note: {'non-input' if a.reverse else 'non-output'} globals left nonzero: "
               f"{', '.join(garbage)}", file=sys.stderr)
@@ -233,7 +233,6 @@ def build_parser() -> argparse.ArgumentParser:
                    help="run backward: the values are outputs; print the inputs")
     s.add_argument("--stats", action="store_true",
                    help="print steps, time and peak stack/ancilla/call depth (to stderr)")
-    s.add_argument("--stats-stdout", action="store_true", help=argparse.SUPPRESS)
     s.add_argument("--json", action="store_true", help="print JSON")
     s.add_argument("--max-steps", type=int, metavar="N", help="stop with exit 4 after N steps")
     s.add_argument("--stack-cells", type=int, metavar="N", help="value stack size in cells")
