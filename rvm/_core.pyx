@@ -800,6 +800,26 @@ cdef int vm_run(VM* vm, i64 budget, i64* executed) noexcept nogil:
             if cond:
                 pc = c[4]
                 came = 1
+                # The target is the paired join: run its check now and save a dispatch per
+                # taken jump (a loop's back edge).  It still counts as its own step, so only
+                # when the budget has room for both.
+                if left >= 2 and code[pc * 6] == OP_JOIN:
+                    left -= 1                   # the jmp is done
+                    op = OP_JOIN
+                    c = code + pc * 6
+                    if (c[1] & 15) != 0:
+                        a = opnd(vm, c[2], mem, fpm, pa)
+                        b = opnd(vm, c[3], mem, fpm, pa)
+                        if a == NULL or b == NULL:
+                            tc = _T_BOUNDS
+                            break
+                        if not rvm_compare(c[1], a[0], b[0]):
+                            vm.tv[0] = 0
+                            vm.tv[1] = 1
+                            tc = _T_COMEFROM
+                            break
+                    pc += e
+                    came = 0
             else:
                 pc += e
                 came = 0

@@ -471,3 +471,33 @@ def test_bytecode_trap():
 def test_every_trap_class_is_tested():
     """Runs last in this file: each class of rvm.errors.TRAPS was raised above."""
     assert set(TRAPS) <= tested, f"untested traps: {set(TRAPS) - tested}"
+
+
+def taken_jump_to_wrong_join():
+    """jmp L if x == 0 lands on a join that claims the jump happens iff x != 0."""
+    pb = ProgramBuilder()
+    x = pb.input("x", INT)
+    zero = pb.const("zero", INT, 0)
+    f = pb.func("main")
+    f.jmp("fork", to="L", cond=("==", INT, x, zero))
+    f.op("nop")
+    f.join("L", came_from="fork", cond=("!=", INT, x, zero))
+    return pb.build()
+
+
+@pytest.mark.parametrize("how", ["run", "step"])
+def test_come_from_after_a_taken_jump(how):
+    """The machine checks a join reached by a taken jump in the same dispatch as the jump
+    (when the budget allows); the trap must be the same as when stepping one at a time."""
+    m = Machine(taken_jump_to_wrong_join(), **SMALL)
+    m.reset({"x": 0})
+    with pytest.raises(ComeFromError) as info:
+        if how == "run":
+            m.run()
+        else:
+            while True:
+                m.step(1)
+    e = info.value
+    assert (e.pc, e.step, m.pc, m.t, m.came) == (3, 2, 3, 2, True)   # begin is pc 0, t counts entry
+    assert "arrive" in e.detail or "came" in e.detail
+    back_to_start(m, {"x": 0})
