@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .diagnostics import Pos, Reporter
-from .symbols import FuncSig, Ref, overlaps
+from .symbols import FuncSig, Ref, index_refs, overlaps
 
 
 @dataclass
@@ -64,6 +64,13 @@ def check_calls(calls: list[CallRecord], written: dict[int, set[int]], rep: Repo
                                   f"`{arg.text}` is passed to parameter `{params[j].name}`, which "
                                   f"`{c.callee.name}` writes, inside the `for {g.counter}` loop "
                                   f"that depends on it")
+                        break
+            if j in w:
+                for i, other in enumerate(c.args):
+                    if any(overlaps(arg, ix) for ix in index_refs(other)):
+                        rep.error(arg.pos, "E005", f"`{arg.text}` is the index of argument "
+                                                   f"`{other.text}`, and `{c.callee.name}` writes "
+                                                   f"`{params[j].name}`")
                         break
             for i in range(j):
                 if (i in w or j in w) and overlaps(c.args[i], arg):

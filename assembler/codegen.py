@@ -27,7 +27,7 @@ from .nodes import (Delocal, For, From, If, Instr, Label, Len, Literal, LocalDec
 from .operands import Resolver, describe
 from .parser import MAX_LENGTH
 from .shapes import fn_table
-from .symbols import CellSym, FuncSig, Ref, overlaps
+from .symbols import CellSym, FuncSig, Ref, index_refs, overlaps
 from .unit import JMP, JOIN, PC_SLOT, Unit
 
 BEGIN, END = OP_BY_NAME["begin"], OP_BY_NAME["end"]
@@ -339,6 +339,11 @@ class FunctionCompiler:
             for t2 in targets[:i]:
                 if overlaps(t, t2):
                     raise Fail(t.pos, "E005", f"`{t.text}` and `{t2.text}` are the same cell")
+            for o in targets + sources:
+                for ix in index_refs(o):
+                    if overlaps(t, ix):
+                        raise Fail(t.pos, "E005", f"`{t.text}` is the index of `{o.text}`: an "
+                                                  f"update may not write an index it uses")
         self.emit(op, values, pos)
 
     def jump(self, m: Match, st: Instr) -> None:
@@ -553,7 +558,9 @@ class FunctionCompiler:
 
     def emit_inverse(self, a0: int, a1: int) -> None:
         """Append the exact inverse of the rows [a0, a1) (mirrored, opcodes inverted)."""
-        if a1 == a0:
+        if a1 == a0 or self.rep.has_errors:
+            # after an error the block may hold half-built forks; no program is produced,
+            # so skip the inverse and keep checking the rest of the file
             return
         unit = self.unit
         rows = [list(r) for r in unit.rows[a0:a1]]

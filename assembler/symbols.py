@@ -100,3 +100,8 @@ def overlaps(a: Ref, b: Ref) -> bool:
     if ea[0] == MODE_P:
         return ea[1] == eb[1]
     return ea[1] < eb[2] and eb[1] < ea[2]
+
+
+def index_refs(r: Ref) -> list[Ref]:
+    """The index cells an operand reads to find its cell (none unless it is indexed)."""
+    return [r.index] if r.mode == MODE_X and r.index is not None else []

@@ -332,7 +332,9 @@ def execute(op, vals: list[int], F: int) -> list[int]:
         if t == FLOAT:
             v[0] = wrap(v[0] ^ INT64_MIN)
         elif t == LNS:
-            v[0] = v[0] if v[0] == LNS_ZERO else v[0] ^ 1
+            # flip the sign, except on the words whose log is the reserved -2**62 (zero, and
+            # the never-produced INT64_MIN + 1): they stay put, so neg is a bijection
+            v[0] = v[0] if v[0] >> 1 == LNS_ZERO >> 1 else v[0] ^ 1
         else:
             v[0] = wrap(-v[0])
     elif fam == "not":

@@ -82,6 +82,9 @@ cdef enum:
     _OV_PARAMS = 3
     # trap word 3 of a trap raised while binding call argument i is IN_CALL + i
     _IN_CALL = 1
+    # trap word 3 of an alias trap whose cell is an index (see check_index_alias/do_return)
+    _IDX_ALIAS = 1000
+    _IDX_RETURN = 2000
     ARG_SCALAR = -2       # arg_len of a scalar call argument
     MODE_G = 0
     MODE_L = 1
@@ -99,6 +102,7 @@ T_COMEFROM, T_ANCILLA, T_POP, T_UNDERFLOW, T_OVERFLOW = range(1, 6)
 T_ALIAS, T_READONLY, T_BOUNDS, T_DIV0, T_DOMAIN, T_RANGE, T_ASSERT, T_BYTECODE = range(6, 14)
 OV_VALUE_STACK, OV_CONTROL_STACK, OV_FRAMES, OV_PARAMS = range(4)
 IN_CALL = _IN_CALL
+IDX_ALIAS, IDX_RETURN = _IDX_ALIAS, _IDX_RETURN
 
 
 cdef struct VM:
@@ -123,6 +127,7 @@ cdef struct VM:
     i64* arg_len          # ARG_SCALAR, a static array length, or -1 (the caller's parameter)
     i64 const_lo
     i64 const_hi
+    uint8_t* xflag        # per pc: an operand of the row is indexed (X): check index aliasing
     # memory: [globals | consts | frame region]
     i64* mem
     i64 n_mem
@@ -168,9 +173,14 @@ cdef struct VM:
 # op -> (type of its cells, conversion source type); filled from isa.table at import
 cdef int OP_TYPE[N_OPCODES]
 cdef int CVT_SRC[N_OPCODES]
+# bit s set: slot s of the row is a cell the instruction writes (Y) / reads (A)
+cdef int OP_YMASK[N_OPCODES]
+cdef int OP_AMASK[N_OPCODES]
 for _op in OPS:
     OP_TYPE[_op.code] = int(_op.types[0]) if _op.types else -1
     CVT_SRC[_op.code] = int(_op.types[1]) if len(_op.types) > 1 else -1
+    OP_YMASK[_op.code] = sum(1 << (s + 1) for s, k in enumerate(_op.operands) if k == "y")
+    OP_AMASK[_op.code] = sum(1 << (s + 1) for s, k in enumerate(_op.operands) if k == "a")
 
 
 # ---- operand access ----------------------------------------------------------------------------
@@ -227,6 +237,45 @@ cdef inline i64* opnd(VM* vm, i64 w, i64* mem, i64* fpm, i64* pa) noexcept nogil
 
 cdef inline int ak_trap(int err) noexcept nogil:
     return err + 8 if err else 0
+
+
+cdef i64* index_cell(VM* vm, i64 w, i64* mem, i64* fpm, i64* pa) noexcept nogil:
+    """The cell holding the index of the X operand word w (a parameter length for N)."""
+    cdef i64 iw = vm.xt_index[w >> 3], ip = iw >> 3
+    if (iw & 7) == MODE_G:
+        return mem + ip
+    if (iw & 7) == MODE_L:
+        return fpm + ip
+    if (iw & 7) == MODE_P:
+        return mem + pa[ip]
+    return vm.pt_len + (pa - vm.pt_addr) + ip
+
+
+cdef int check_index_alias(VM* vm, i64* c, int op, i64* mem, i64* fpm, i64* pa) noexcept nogil:
+    """An instruction must not write a cell that one of its indexed operands uses as index:
+    run backward, the inverse would select a different element.  (Rows flagged in xflag
+    only; a bounds problem is left to the instruction itself.)  Returns _T_ALIAS or 0."""
+    cdef i64* ys[5]
+    cdef i64* p
+    cdef int s, t, ny = 0, ym = OP_YMASK[op], xm = OP_YMASK[op] | OP_AMASK[op]
+    for s in range(1, 6):
+        if ym & (1 << s):
+            p = opnd(vm, c[s], mem, fpm, pa)
+            if p == NULL:
+                return 0
+            ys[ny] = p
+            ny += 1
+    for s in range(1, 6):
+        if (xm & (1 << s)) and (c[s] & 7) == MODE_X:
+            p = index_cell(vm, c[s], mem, fpm, pa)
+            for t in range(ny):
+                if ys[t] == p:
+                    vm.tv[0] = s
+                    vm.tv[1] = p - mem
+                    vm.tv[2] = 0
+                    vm.tv[3] = _IDX_ALIAS
+                    return _T_ALIAS
+    return 0
 
 
 # ---- calls and returns -------------------------------------------------------------------------
@@ -290,6 +339,19 @@ cdef int do_call(VM* vm, i64 site, int e_callee, i64 pc) noexcept nogil:
         na[i] = addr
         nl[i] = length
     for i in range(np_):
+        # an indexed argument's index cell must not be written by the callee through another
+        # argument: the return (and the run backward) would find a different element
+        w = vm.arg_word[off + i]
+        if vm.arg_len[off + i] == ARG_SCALAR and (w & 7) == MODE_X:
+            cell = index_cell(vm, w, mem, mem + caller_fp, pa)
+            for j in range(np_):
+                if pw[j] and na[j] <= cell - mem < na[j] + nl[j]:
+                    vm.tv[0] = j
+                    vm.tv[1] = i
+                    vm.tv[2] = cell - mem
+                    vm.tv[3] = _IDX_ALIAS
+                    return _T_ALIAS
+    for i in range(np_):
         if pw[i] and nl[i] > 0 and na[i] < vm.const_hi and na[i] + nl[i] > vm.const_lo:
             vm.tv[0] = i
             vm.tv[1] = na[i]
@@ -325,6 +387,9 @@ cdef int do_return(VM* vm) noexcept nogil:
     """Pop the top frame if its locals are zero; continue in the caller or halt."""
     cdef i64 d = vm.depth - 1
     cdef i64 f = vm.fr_func[d], fp = vm.fr_fp[d], fs = vm.fn_fsize[f], k
+    cdef i64 site, off, w
+    cdef i64* cell
+    cdef i64* cpa
     for k in range(fs):
         if vm.mem[fp + k] != 0:
             vm.tv[0] = k
@@ -332,6 +397,22 @@ cdef int do_return(VM* vm) noexcept nogil:
             vm.tv[2] = f
             vm.tv[3] = 0
             return _T_ANCILLA
+    if d > 0:
+        # an indexed argument must still name the cell it was bound to (the callee may have
+        # changed its index through a global): else the caller's inverse would bind another
+        site = vm.code[vm.fr_ret[d] * 6 + 1]
+        off = vm.cs_off[site]
+        cpa = vm.pt_addr + vm.fr_pp[d - 1]
+        for k in range(vm.fn_nparams[f]):
+            w = vm.arg_word[off + k]
+            if vm.arg_len[off + k] == ARG_SCALAR and (w & 7) == MODE_X:
+                cell = opnd(vm, w, vm.mem, vm.mem + vm.fr_fp[d - 1], cpa)
+                if cell == NULL or cell - vm.mem != vm.pt_addr[vm.fr_pp[d] + k]:
+                    vm.tv[0] = k
+                    vm.tv[1] = vm.pt_addr[vm.fr_pp[d] + k]
+                    vm.tv[2] = -1 if cell == NULL else cell - vm.mem
+                    vm.tv[3] = _IDX_RETURN
+                    return _T_ALIAS
     vm.ftop = fp
     vm.ptop = vm.fr_pp[d]
     vm.depth = d
@@ -414,6 +495,10 @@ cdef int vm_run(VM* vm, i64 budget, i64* executed) noexcept nogil:
     while left > 0:
         c = code + pc * 6
         op = <int>c[0]
+        if vm.xflag[pc]:
+            tc = check_index_alias(vm, c, op, mem, fpm, pa)
+            if tc:
+                break
 
         # -- additive updates on int and fixed: wrapping adds -----------------------------
         if op == OP_ADD_I or op == OP_ADD_X or op == OP_SUB_I or op == OP_SUB_X:
@@ -583,7 +668,7 @@ cdef int vm_run(VM* vm, i64 budget, i64* executed) noexcept nogil:
             elif op == OP_NEG_F:
                 y[0] = <i64>(<u64>y[0] ^ (<u64>1 << 63))
             elif op == OP_NEG_L:
-                if y[0] != <i64>(<u64>1 << 63):
+                if (y[0] >> 1) != (<i64>(<u64>1 << 63) >> 1):   # zero (and INT64_MIN+1) stay
                     y[0] ^= 1
             else:
                 y[0] = <i64>(<u64>0 - <u64>y[0])
@@ -1118,6 +1203,13 @@ cdef class Core:
         inverse = np.array(INVERSE, dtype=np.int64)
         vm.code_inv = self._buf(np.column_stack([inverse[self.code[:, 0]], self.code[:, 1:]]))
         vm.n_code = len(program.code)
+        ymask = np.array([OP_YMASK[i] | OP_AMASK[i] for i in range(N_OPCODES)], dtype=np.int64)
+        xflag = np.zeros(max(vm.n_code, 1), dtype=np.uint8)
+        for slot in range(1, 6):
+            uses = (ymask[self.code[:, 0]] >> slot) & 1
+            xflag[:vm.n_code] |= ((uses == 1) & ((self.code[:, slot] & 7) == MODE_X)).astype(np.uint8)
+        self._keep.append(xflag)
+        vm.xflag = <uint8_t*>cnp.PyArray_DATA(xflag)
         vm.F = program.fraction_bits
         vm.main = program.main
         fns = program.functions

@@ -15,8 +15,11 @@ import json
 import math
 import sys
 import time
+from fractions import Fraction
 from pathlib import Path
 from typing import Any, Sequence
+
+import numpy as np
 
 EXIT_OK, EXIT_PROGRAM, EXIT_USAGE, EXIT_TRAP, EXIT_STEP_LIMIT, EXIT_INTERRUPT = 0, 1, 2, 3, 4, 130
 
@@ -50,29 +53,89 @@ def _load(path: str):
     return rvm.load(p)
 
 
-def _parse_value(text: str) -> Any:
+class Raw(int):
+    """A raw 64-bit cell word given as `$0x...` (exact for every type)."""
+
+
+def _raw_word(text: str) -> Raw:
     try:
-        return json.loads(text)
+        w = int(text[1:], 0)
+    except ValueError:
+        raise UsageError(f"cannot read the raw word {text!r}: write $0x followed by hex digits") from None
+    if not -(1 << 63) <= w < (1 << 64):
+        raise UsageError(f"the raw word {text!r} does not fit in 64 bits")
+    return Raw(w - (1 << 64) if w >= (1 << 63) else w)
+
+
+def _raws(v: Any) -> Any:
+    """Turn `$...` strings (alone or in lists) into Raw words."""
+    if isinstance(v, str) and v.startswith("$"):
+        return _raw_word(v)
+    if isinstance(v, list):
+        return [_raws(x) for x in v]
+    return v
+
+
+def _parse_value(text: str) -> Any:
+    """A number or JSON list; decimals are read exactly (a fixed cell gets the exact value
+    rounded half to even, like a literal in .rasm), `$0x...` is a raw word."""
+    if text.startswith("$"):
+        return _raw_word(text)
+    try:
+        return _raws(json.loads(text, parse_float=Fraction))
     except json.JSONDecodeError:
-        raise UsageError(f"cannot read the value {text!r}: give a number or a JSON list") from None
+        raise UsageError(f"cannot read the value {text!r}: give a number, a JSON list or a "
+                         f"raw word $0x...") from None
 
 
 def _collect_values(pairs: Sequence[str], json_file: str | None) -> dict[str, Any]:
     values: dict[str, Any] = {}
     if json_file:
         try:
-            data = json.loads(Path(json_file).read_text() if json_file != "-" else sys.stdin.read())
+            data = json.loads(Path(json_file).read_text() if json_file != "-" else sys.stdin.read(),
+                              parse_float=Fraction)
         except (OSError, json.JSONDecodeError) as e:
             raise UsageError(f"cannot read inputs from {json_file}: {e}") from None
         if not isinstance(data, dict):
             raise UsageError(f"{json_file}: expected a JSON object of name: value")
-        values.update(data)
+        values.update({k: _raws(v) for k, v in data.items()})
     for pair in pairs:
         name, eq, text = pair.partition("=")
         if not eq or not name:
             raise UsageError(f"expected NAME=VALUE, got {pair!r}")
         values[name.strip()] = _parse_value(text.strip())
     return values
+
+
+def _set_values(m, values: dict[str, Any], at_end: bool) -> None:
+    """Load the start (or end) state: raw words go in as they are, the rest by type."""
+    raw = {k: v for k, v in values.items()
+           if isinstance(v, Raw) or (isinstance(v, list) and v and all(isinstance(x, Raw) for x in v))}
+    cooked = {k: v for k, v in values.items() if k not in raw}
+    if at_end:
+        m.reset_end(cooked)
+    else:
+        m.reset(cooked)
+    for k, v in raw.items():
+        m.write_raw(k, v)
+
+
+def _global_text(m, name: str, raw: bool) -> str:
+    """A global's value as text that reads back to the same words: raw `$0x...` words with
+    --raw, else numbers, with fixed values in exact decimal when a float would round them."""
+    from assembler.literals import fixed_text, raw_text
+    from isa.types import FIXED
+
+    g = m.program.global_named(name)
+    words = [int(w) for w in np.atleast_1d(m.read_raw(name))]
+    F = m.program.fraction_bits
+    if raw:
+        texts = [raw_text(w) for w in words]
+    elif g.type == FIXED and any(abs(w) >= 1 << 53 for w in words):
+        texts = [fixed_text(w, F) for w in words]
+    else:
+        return _fmt(m.read(name))
+    return texts[0] if g.length is None else "[" + ", ".join(texts) + "]"
 
 
 def _plain(v: Any) -> Any:
@@ -149,12 +212,20 @@ def cmd_invert(a: argparse.Namespace) -> int:
 def cmd_check(a: argparse.Namespace) -> int:
     from assembler import AssemblyError
 
+    from rvm.errors import InvalidBytecode
+    from rvm.verify import verify
+
     status = EXIT_OK
     for path in a.programs:
         try:
             prog = _load(path)
+            verify(prog)
         except AssemblyError as e:
             print(e, file=sys.stderr)
+            status = EXIT_PROGRAM
+            continue
+        except (InvalidBytecode, OSError, UnicodeDecodeError) as e:
+            print(f"{path}: error: {e}", file=sys.stderr)
             status = EXIT_PROGRAM
             continue
         nf = len(prog.functions)
@@ -174,10 +245,7 @@ def cmd_run(a: argparse.Namespace) -> int:
         options["stack_cells"] = a.stack_cells
     m = rvm.Machine(prog, **options)
     try:
-        if a.reverse:
-            m.reset_end(values)
-        else:
-            m.reset(values)
+        _set_values(m, values, at_end=a.reverse)
     except (KeyError, ValueError, TypeError, OverflowError, rvm.RVMError) as e:
         raise UsageError(str(e.args[0]) if e.args else str(e)) from None
     t0 = time.perf_counter()
@@ -188,12 +256,14 @@ def cmd_run(a: argparse.Namespace) -> int:
     stats = dict(m.stats)
     if a.json:
         doc: dict[str, Any] = {"inputs" if a.reverse else "outputs":
-                               {k: _plain(v) for k, v in result.items()}}
+                               {k: (_global_text(m, k, True) if a.raw else _plain(v))
+                                for k, v in result.items()}}
         if a.stats:
             doc["stats"] = {**stats, "seconds": elapsed, "garbage": garbage}
         print(json.dumps(doc, indent=2))
     else:
-        _print_table("inputs" if a.reverse else "outputs", [(k, _fmt(v)) for k, v in result.items()])
+        _print_table("inputs" if a.reverse else "outputs",
+                     [(k, _global_text(m, k, a.raw)) for k in result])
         if a.stats:
             steps = stats.get("steps", 0)
             rows = [(k, str(v)) for k, v in stats.items()]
@@ -209,6 +279,16 @@ def cmd_run(a: argparse.Namespace) -> int:
 
 
 # ---- entry -----------------------------------------------------------------------------
+
+def _positive(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return n
+
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
@@ -234,8 +314,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--stats", action="store_true",
                    help="print steps, time and peak stack/ancilla/call depth (to stderr)")
     s.add_argument("--json", action="store_true", help="print JSON")
-    s.add_argument("--max-steps", type=int, metavar="N", help="stop with exit 4 after N steps")
-    s.add_argument("--stack-cells", type=int, metavar="N", help="value stack size in cells")
+    s.add_argument("--raw", action="store_true",
+                   help="print values as raw 64-bit words $0x... (exact for every type; "
+                        "values given as $0x... are always taken raw)")
+    s.add_argument("--max-steps", type=_positive, metavar="N", help="stop with exit 4 after N steps")
+    s.add_argument("--stack-cells", type=_positive, metavar="N", help="value stack size in cells")
     s.set_defaults(func=cmd_run)
 
     s = sub.add_parser("asm", help="assemble .rasm into .rbc bytecode")

@@ -498,7 +498,7 @@ class Machine:
             val = self._values([(row[1], None)], func)
             name = next(iter(val))
             return self._make(AncillaError, f"{ran_as.name} of {name}: the ancilla is not zero "
-                              f"(it is {val[name]})", pc, D, val)
+                              f"(it is {val[name]}){way}", pc, D, val)
         if code == _core.T_POP:
             val = self._values([(row[1], None)], func)
             name = next(iter(val))
@@ -512,6 +512,8 @@ class Machine:
         if code == _core.T_OVERFLOW:
             return self._overflow(pc, D, tv, row)
         if code == _core.T_ALIAS:
+            if tv[3] in (_core.IDX_ALIAS, _core.IDX_RETURN):
+                return self._index_alias(pc, D, tv, row, func, instr, way)
             if where_call:
                 return self._call_alias(pc, D, tv, row, func)
             pairs = [(row[s], None) for s in range(1, len(instr.operands) + 1)
@@ -641,6 +643,32 @@ class Machine:
                           f"overlap at {self._address_name(tv[2])}, and {callee.name} writes "
                           f"{' and '.join(written)}", pc, D,
                           {callee.params[i].name: ni, callee.params[j].name: nj})
+
+    def _index_alias(self, pc: int, D: int, tv: tuple, row: list[int], func, instr: Op,
+                     way: str) -> Trap:
+        """A cell used as an index is written by the same instruction or call: the inverse
+        would select another element."""
+        if tv[3] == _core.IDX_RETURN:
+            caller_pc = self.core.frame(self.core.depth - 1)[3]
+            site, callee = self._call_site([int(w) for w in self.core.code[caller_pc]])
+            caller = self.program.function_at(caller_pc)
+            arg = self._arg_name(caller, site.args[tv[0]])
+            now = "is out of bounds" if tv[2] < 0 else f"names {self._address_name(tv[2])}"
+            return self._make(AliasError, f"{callee.name} changed the index of its argument "
+                              f"{arg} (bound to {self._address_name(tv[1])}, now the index "
+                              f"{now}){way}: undoing the call would use another cell", pc, D, {})
+        if instr.name in ("call", "uncall"):
+            site, callee = self._call_site(row)
+            j, i = tv[0], tv[1]
+            return self._make(AliasError, f"the index of argument {i} "
+                              f"({self._arg_name(func, site.args[i])}) is "
+                              f"{self._address_name(tv[2])}, which {callee.name} writes through "
+                              f"parameter {callee.params[j].name}", pc, D, {})
+        xop = describe_operand(self.program, func, row[tv[0]])
+        cell = self._address_name(tv[1])
+        return self._make(AliasError, f"{cell} is written by this instruction but is the index "
+                          f"of {xop}: run backward it would select another element{way}",
+                          pc, D, self._values(self._typed(instr, row), func))
 
     def _address_name(self, addr: int) -> str:
         if addr < self.program.n_static:

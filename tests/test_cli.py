@@ -134,3 +134,46 @@ def test_ctrl_c_stops_a_runaway_run(tmp_path):
         p.kill()
         raise AssertionError("the run did not stop on SIGINT")
     assert p.returncode == 130 and "interrupted" in err
+
+
+def test_fixed_values_are_exact_both_ways(capsys, tmp_path):
+    """A fixed value that a float would round prints in exact decimal, and reading that text
+    back (forward or --reverse) gives the same word."""
+    p = tmp_path / "ex.rasm"
+    p.write_text(".fixed 32\ninout x: fixed = 3000000.0000000002\noutput y: fixed\n"
+                 "func main() {\n    y += x\n}\n")
+    code, out, _ = run(capsys, "run", str(p))
+    exact = "3000000.00000000023283064365386962890625"
+    assert code == 0 and out.splitlines() == [f"x = {exact}", f"y = {exact}"]
+    code, out, _ = run(capsys, "run", str(p), "--reverse", f"x={exact}", f"y={exact}")
+    assert code == 0 and out.splitlines() == [f"x = {exact}"]
+
+
+def test_raw_words_in_and_out(capsys):
+    lns = str(PROGRAMS / "lns_product.rasm")
+    code, out, _ = run(capsys, "run", lns, "--raw")
+    assert code == 0
+    vals = dict(line.split(" = ", 1) for line in out.splitlines())
+    assert vals["pf"] == "$0xfffffffa00000000"          # -6.0 in Q31.32
+    code, back, err = run(capsys, "run", lns, "--reverse", "--raw",
+                          "a=" + json.dumps(vals["a"][1:-1].split(", ")),
+                          f"p={vals['p']}", f"pf={vals['pf']}")
+    assert code == 0 and err == ""
+    assert back.splitlines() == [f"a = {vals['a']}"]        # the same words came back
+
+
+def test_check_keeps_going_after_a_bad_file(capsys, tmp_path):
+    junk = tmp_path / "junk.rbc"
+    junk.write_bytes(b"garbage")
+    code, out, err = run(capsys, "check", RFIB, str(junk), "no/such.rasm", RFIBN)
+    assert code == 1
+    assert out.count(": ok (") == 2
+    assert "junk.rbc: error:" in err and "no/such.rasm: error:" in err
+
+
+def test_bad_numeric_options_are_usage_errors(capsys):
+    for opt in ("--max-steps", "--stack-cells"):
+        with pytest.raises(SystemExit) as e:
+            main(["run", RFIB, opt, "-1"])
+        assert e.value.code == 2
+    assert "positive integer" in capsys.readouterr().err

@@ -314,3 +314,27 @@ def test_errors_in_included_files_name_that_file(tmp_path):
     ds = e.value.diagnostics
     assert [(d.file, d.line, d.code) for d in ds] == [
         (str(main), 3, "E001"), (str(tmp_path / "lib.rasm"), 2, "E002")]
+
+
+def test_errors_inside_a_with_block_are_diagnostics_not_crashes():
+    src = """inout n: int = 3
+inout m: fixed = 0
+func main() {
+    with {
+        from n == 3 {
+            inc n
+        } until n > m
+    } do {
+    }
+    with {
+        if n < 2 {
+            inc n
+        } fi n < q
+    } do {
+    }
+}
+"""
+    with pytest.raises(AssemblyError) as e:
+        assemble(src, "w.rasm")
+    got = [(d.line, d.code) for d in e.value.diagnostics]
+    assert got == [(7, "E004"), (13, "E002")]
