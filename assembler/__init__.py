@@ -28,12 +28,12 @@ def assemble(text: str, filename: str = "<string>", include_paths: Sequence[str]
     return assemble_text(text, filename, include_paths)
 
 
-def assemble_file(path: str | os.PathLike) -> Program:
-    """Assemble the `.rasm` file at `path` (includes resolve relative to it)."""
+def assemble_file(path: str | os.PathLike, include_paths: Sequence[str] = ()) -> Program:
+    """Assemble the `.rasm` file at `path` (includes resolve relative to it first)."""
     path = os.fspath(path)
     with open(path, encoding="utf-8") as fh:
         text = fh.read()
-    return assemble(text, path)
+    return assemble(text, path, include_paths)
 
 
 def disassemble(prog: Program) -> str:

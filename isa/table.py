@@ -63,6 +63,20 @@ class Op:
     def sources(self) -> tuple[int, ...]:
         return tuple(i for i, k in enumerate(self.operands) if k == "a")
 
+    @property
+    def operand_types(self) -> tuple[NumType | None, ...]:
+        """Cell type of each operand (y, a and imm kinds; None for the others and for untyped
+        opcodes); a conversion's y has its destination type and its a the source type."""
+        out = []
+        for kind in self.operands:
+            if kind not in ("y", "a", "imm") or not self.types:
+                out.append(None)
+            elif len(self.types) == 2:
+                out.append(self.types[0] if kind == "y" else self.types[1])
+            else:
+                out.append(self.types[0])
+        return tuple(out)
+
 
 _ops: list[Op] = []
 

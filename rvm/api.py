@@ -36,10 +36,7 @@ def load(path: str | os.PathLike, include_paths: tuple[str, ...] = ()) -> Progra
     p = Path(path)
     if p.suffix == ".rbc":
         return rbc.read(p)
-    if include_paths:
-        from assembler import assemble as asm_text
-        return asm_text(p.read_text(), str(path), include_paths)
-    return assemble_file(p)
+    return assemble_file(p, include_paths)
 
 
 @dataclass

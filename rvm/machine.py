@@ -216,19 +216,6 @@ def format_instruction(program: Program, pc: int) -> str:
     return op.name + (" " + ", ".join(parts) if parts else "")
 
 
-def _cell_types(op: Op) -> tuple[NumType | None, ...]:
-    """Type of each operand of a data opcode (conversions: destination, then source)."""
-    out = []
-    for kind in op.operands:
-        if kind not in ("y", "a", "imm"):
-            out.append(None)
-        elif len(op.types) == 2:
-            out.append(op.types[0] if kind == "y" else op.types[1])
-        else:
-            out.append(op.type)
-    return tuple(out)
-
-
 # ---- the machine -------------------------------------------------------------------------------
 
 class Machine:
@@ -546,7 +533,7 @@ class Machine:
         return self._make(BytecodeTrap, f"unknown trap code {code}", pc, D, {})
 
     def _typed(self, op: Op, row: list[int]) -> list[tuple[int, NumType | None]]:
-        types = _cell_types(op)
+        types = op.operand_types
         return [(row[s], types[s - 1]) for s in range(1, len(op.operands) + 1)
                 if op.operands[s - 1] in ("y", "a")]
 

@@ -61,17 +61,9 @@ _CC_SLOT = 1 + OPS[_JMP].operands.index("cc")
 def _want_types(op) -> tuple:
     """Expected cell type per operand position (None: not a typed cell, or untyped op;
     "cc": the type of the instruction's condition word)."""
-    out = []
-    for kind in op.operands:
-        if kind not in ("y", "a"):
-            out.append(None)
-        elif not op.types:
-            out.append("cc" if "cc" in op.operands else None)
-        elif len(op.types) == 2:          # conversions: (dst, src)
-            out.append(op.types[0] if kind == "y" else op.types[1])
-        else:
-            out.append(op.types[0])
-    return tuple(out)
+    if not op.types and "cc" in op.operands:
+        return tuple("cc" if k in ("y", "a") else None for k in op.operands)
+    return tuple(t if k in ("y", "a") else None for k, t in zip(op.operands, op.operand_types))
 
 
 _WANT = tuple(_want_types(op) for op in OPS)
