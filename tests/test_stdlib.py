@@ -17,14 +17,7 @@ from isa.arith import fixed_div, fixed_mul, wrap
 from rvm.verify import verify
 from test_disasm import roundtrip
 
-try:
-    from rvm.machine import Machine
-except ImportError as e:              # the machine is built separately (setup.py build_ext)
-    Machine = None
-    MACHINE_ERROR = str(e)
-
-needs_machine = pytest.mark.skipif(Machine is None, reason="rvm.machine cannot be imported "
-                                   "(build the core: python setup.py build_ext --inplace)")
+from rvm.machine import Machine
 
 STD = Path(__file__).resolve().parent.parent / "assembler" / "std"
 LIBS = sorted(p.name for p in STD.glob("*.rasm"))
@@ -77,14 +70,12 @@ def program(lib: str, decls: str, call: str) -> str:
 
 # ---- linalg -------------------------------------------------------------------------------
 
-@needs_machine
 def test_dot_float():
     out, _ = run(program("linalg", "input x: float[3] = [1, 2, 3]\ninput y: float[3] = [4, 5, 6]\n"
                                    "output r: float", "call dot(r, x, y)"))
     assert out["r"] == 32.0
 
 
-@needs_machine
 def test_dot_fixed_and_int():
     out, _ = run(program("linalg", "input x: fixed[2] = [0.5, 1.25]\ninput y: fixed[2] = [2, -4]\n"
                                    "output r: fixed", "call dot_x(r, x, y)"))
@@ -94,7 +85,6 @@ def test_dot_fixed_and_int():
     assert out["r"] == 7 - 16 + 27
 
 
-@needs_machine
 def test_norm2_sum_and_axpy():
     src = program("linalg", "input x: float[3] = [1, -2, 0.5]\ninout y: float[3] = [1, 1, 1]\n"
                             "input a: float = 2\noutput n: float\noutput s: float",
@@ -109,7 +99,6 @@ def test_norm2_sum_and_axpy():
     assert out["n"] == 2.3125 and out["s"] == 1.25 and list(out["y"]) == [7.0, 1.0]
 
 
-@needs_machine
 @settings(max_examples=40, deadline=None)
 @given(st.lists(st.tuples(st.integers(-(1 << 40), 1 << 40), st.integers(-(1 << 40), 1 << 40)),
                 min_size=1, max_size=8))
@@ -133,7 +122,6 @@ def test_dot_x_is_bit_exact_against_the_reference(pairs):
 
 # ---- stats --------------------------------------------------------------------------------
 
-@needs_machine
 def test_mean_and_variance_float():
     xs = [1.0, 2.0, 3.0, 4.0, 10.0]
     src = program("stats", f"input x: float[5] = [{', '.join(map(str, xs))}]\n"
@@ -144,7 +132,6 @@ def test_mean_and_variance_float():
     assert out["v"] == pytest.approx(np.var(xs), rel=1e-12)
 
 
-@needs_machine
 def test_mean_and_variance_fixed_exact():
     F = 32
     xs = [1.0, 2.0, 3.0, 4.5]
@@ -170,28 +157,24 @@ def intmath(call: str) -> str:
     return program("intmath", "input n: int\ninput a: int\noutput r: int", call)
 
 
-@needs_machine
 @pytest.mark.parametrize("n", [0, 1, 2, 3, 7, 12, 20])
 def test_factorial(n):
     out, _ = run(intmath("call factorial(r, n)"), {"n": n})
     assert out["r"] == math.factorial(n)
 
 
-@needs_machine
 @pytest.mark.parametrize("n", [0, 1, 2, 3, 4, 8, 9, 10, 99, 100, 1000, 123456789])
 def test_isqrt(n):
     out, _ = run(intmath("call isqrt(r, n)"), {"n": n})
     assert out["r"] == math.isqrt(n)
 
 
-@needs_machine
 @pytest.mark.parametrize("a, k", [(2, 0), (2, 10), (-3, 5), (0, 0), (0, 4), (7, 1), (10, 18)])
 def test_ipow(a, k):
     out, _ = run(intmath("call ipow(r, a, n)"), {"n": k, "a": a})
     assert out["r"] == a ** k
 
 
-@needs_machine
 def test_routines_run_backward_from_their_outputs():
     """Starting at the end state (outputs given, everything else zero) and running backward
     uncomputes the outputs: the uncall direction of each routine is clean too."""
