@@ -6,11 +6,11 @@ Assemble `.rasm` programs, run them forward and backward, and read their results
     prog = rvm.assemble("programs/rfib.rasm")
     rvm.run(prog, {"n": 10}).outputs          # {'out': 55}
 """
-from .api import Result, assemble, load, run
+from .api import Result, RoundTrip, assemble, load, roundtrip, run
 from .errors import InvalidBytecode, RVMError, Trap
 from .machine import Machine
 from .program import Program
 
-__all__ = ["assemble", "load", "run", "Result", "Machine", "Program", "RVMError", "Trap",
+__all__ = ["assemble", "load", "run", "roundtrip", "Result", "RoundTrip", "Machine", "Program", "RVMError", "Trap",
            "InvalidBytecode"]
 __version__ = "0.1.0"

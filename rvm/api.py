@@ -12,6 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+import numpy as np
+
+from isa.types import FLOAT
+
 from .machine import Machine
 from .program import Program
 
@@ -76,3 +80,54 @@ def garbage_cells(m: Machine, at_end: bool = True) -> list[str]:
         if not keep and m.mem[g.addr:g.addr + g.size].any():
             out.append(g.name)
     return out
+
+
+@dataclass
+class RoundTrip:
+    """Forward to the end, then backward to the start: how well the start came back.
+
+    `drift` maps every global whose words differ to the largest absolute difference of its
+    values (float cells drift within rounding; an int, fixed or lns cell never should)."""
+    outputs: dict[str, Any]
+    steps: int
+    drift: dict[str, float]
+    exact_broken: list[str]     # non-float globals that did not come back bit for bit
+
+    @property
+    def exact(self) -> bool:
+        return not self.drift
+
+
+def roundtrip(program: Program | str | os.PathLike, inputs: Mapping[str, Any] | None = None, *,
+              max_steps: int | None = None, **machine_options: Any) -> RoundTrip:
+    """Run `program` forward from `inputs` and back again, and measure the drift."""
+    if not isinstance(program, Program):
+        program = assemble(program)
+    m = Machine(program, **machine_options)
+    m.reset(dict(inputs or {}))
+    snap = snapshot(m)
+    m.run(direction=+1, max_steps=max_steps)
+    outputs, steps = m.outputs(), m.stats["steps"]
+    m.run(direction=-1, max_steps=max_steps)
+    return RoundTrip(outputs, steps, *drift_since(m, snap))
+
+
+def snapshot(m: Machine) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """The globals' words and values now (to compare with after a round trip)."""
+    return (m.mem[:m.program.n_globals].copy(),
+            {g.name: np.asarray(m.read(g.name), dtype=float) for g in m.program.globals})
+
+
+def drift_since(m: Machine, snap) -> tuple[dict[str, float], list[str]]:
+    """(drift, exact_broken) of the globals now against a snapshot (see RoundTrip)."""
+    words, values = snap
+    drift, broken = {}, []
+    for g in m.program.globals:
+        if np.array_equal(m.mem[g.addr:g.addr + g.size], words[g.addr:g.addr + g.size]):
+            continue
+        with np.errstate(invalid="ignore"):
+            drift[g.name] = float(np.nanmax(np.abs(np.asarray(m.read(g.name), dtype=float)
+                                                   - values[g.name])))
+        if g.type != FLOAT:
+            broken.append(g.name)
+    return drift, broken

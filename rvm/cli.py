@@ -236,7 +236,7 @@ def cmd_check(a: argparse.Namespace) -> int:
 
 def cmd_run(a: argparse.Namespace) -> int:
     import rvm
-    from rvm.api import garbage_cells
+    from rvm.api import drift_since, garbage_cells, snapshot
 
     prog = _load(a.program)
     values = _collect_values(a.values, a.inputs)
@@ -248,6 +248,7 @@ def cmd_run(a: argparse.Namespace) -> int:
         _set_values(m, values, at_end=a.reverse)
     except (KeyError, ValueError, TypeError, OverflowError, rvm.RVMError) as e:
         raise UsageError(str(e.args[0]) if e.args else str(e)) from None
+    snap = snapshot(m) if a.roundtrip else None
     t0 = time.perf_counter()
     m.run(direction=-1 if a.reverse else 1, max_steps=a.max_steps)
     elapsed = time.perf_counter() - t0
@@ -272,6 +273,17 @@ def cmd_run(a: argparse.Namespace) -> int:
                 rows.append(("ns_per_step", f"{elapsed * 1e9 / steps:.2f}"))
             rows.append(("garbage", ", ".join(garbage) or "none"))
             _print_table("stats", rows, out=sys.stderr)
+    if snap is not None:
+        m.run(direction=1 if a.reverse else -1, max_steps=a.max_steps)
+        drift, broken = drift_since(m, snap)
+        if not drift:
+            print("roundtrip: exact: every global came back bit for bit", file=sys.stderr)
+        else:
+            print("roundtrip: drift (largest absolute difference per global): " +
+                  ", ".join(f"{k} {v:.3g}" for k, v in drift.items()), file=sys.stderr)
+        if broken:
+            print(f"roundtrip: note: {', '.join(broken)} (not float) did not come back exactly; "
+                  f"a value converted from a drifting float can do that", file=sys.stderr)
     if garbage and not a.json:
         print(f"rvm: note: {'non-input' if a.reverse else 'non-output'} globals left nonzero: "
               f"{', '.join(garbage)}", file=sys.stderr)
@@ -314,6 +326,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--stats", action="store_true",
                    help="print steps, time and peak stack/ancilla/call depth (to stderr)")
     s.add_argument("--json", action="store_true", help="print JSON")
+    s.add_argument("--roundtrip", action="store_true",
+                   help="then run back again and report whether every global came back bit "
+                        "for bit, or how far float cells drifted (to stderr)")
     s.add_argument("--raw", action="store_true",
                    help="print values as raw 64-bit words $0x... (exact for every type; "
                         "values given as $0x... are always taken raw)")

@@ -177,3 +177,14 @@ def test_bad_numeric_options_are_usage_errors(capsys):
             main(["run", RFIB, opt, "-1"])
         assert e.value.code == 2
     assert "positive integer" in capsys.readouterr().err
+
+
+def test_roundtrip_reports_exact_and_drift(capsys, tmp_path):
+    code, out, err = run(capsys, "run", str(PROGRAMS / "isqrt.rasm"), "x=99", "--roundtrip")
+    assert code == 0 and "r = 9" in out
+    assert "roundtrip: exact: every global came back bit for bit" in err
+    chaos = tmp_path / "chaos.rasm"
+    chaos.write_text("inout x: float = 0.1\ninout y: float = 0.7\nfunc main() {\n"
+                     "    for i in 0..1000 {\n        x += y * y\n        y -= sin(x)\n    }\n}\n")
+    code, out, err = run(capsys, "run", str(chaos), "--roundtrip")
+    assert code == 0 and "roundtrip: drift (largest absolute difference per global): x " in err

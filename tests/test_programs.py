@@ -112,3 +112,21 @@ def test_bubble_sort_and_back():
     assert out["k"] == 25
     back = rvm.run(prog, out, reverse=True)
     assert list(back.inputs["xs"]) == data
+
+
+def test_roundtrip_api():
+    exact = rvm.roundtrip(load("oscillator.rasm"))
+    assert exact.exact and exact.drift == {} and exact.steps > 402 * 4
+    src = """
+inout x: float = 0.1
+inout y: float = 0.7
+func main() {
+    for i in 0..200 {
+        x += y * y
+        y -= sin(x)
+    }
+}
+"""
+    chaotic = rvm.roundtrip(rvm.assemble(src))
+    assert not chaotic.exact and set(chaotic.drift) <= {"x", "y"} and chaotic.exact_broken == []
+    assert all(v > 0 for v in chaotic.drift.values())
