@@ -76,7 +76,9 @@ class FunctionCompiler:
         self.block(d.body)
         end = self.emit(END, [self.sig.index], d.end_pos)
         self.finish_labels()
-        params = [Param(p.name, p.type, p.is_array, False) for p in self.sig.params]
+        params = [Param(p.name, p.type, p.is_array, False,
+                        p.length if p.is_array and p.length >= 0 else None)
+                  for p in self.sig.params]
         return Function(self.sig.name, begin, end, params, self.locals, self.frame)
 
     def block(self, stmts: list) -> None:

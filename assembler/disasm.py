@@ -135,7 +135,7 @@ class Disassembler:
             offset = loc.offset + (1 if loc.length is None else loc.length)
         if f.frame_size > offset:
             decls.append(self.var(names.take("pad", "pad"), 0, offset, f.frame_size - offset))
-        params = ", ".join(f"{n}: {_type(q.type, -1 if q.is_array else None)}"
+        params = ", ".join(f"{n}: {_type(q.type, (-1 if q.length is None else q.length) if q.is_array else None)}"
                            for n, q in zip(self.pnames, f.params))
         self.out.append("")
         self.out.append(f"func {self.fnames[i]}({params}) {{")

@@ -81,7 +81,8 @@ def dump(program: Program) -> bytes:
                    for c in p.consts],
         "functions": [{"name": f.name, "begin": int(f.begin), "end": int(f.end),
                        "params": [{"name": q.name, "type": _tn(q.type),
-                                   "is_array": bool(q.is_array), "written": bool(q.written)}
+                                   "is_array": bool(q.is_array), "written": bool(q.written),
+                                   "length": _opt_int(q.length)}
                                   for q in f.params],
                        "locals": [{"name": v.name, "type": _tn(v.type), "offset": int(v.offset),
                                    "length": _opt_int(v.length)} for v in f.locals],
@@ -260,10 +261,11 @@ def _build(meta, data: bytes) -> Program:
         params = []
         for j, q in enumerate(_list(f["params"], p + ".params")):
             pq = f"{p}.params[{j}]"
-            q = _obj(q, pq, ("name", "type", "is_array", "written"))
+            q = _obj(q, pq, ("name", "type", "is_array", "written", "length"))
             params.append(Param(_str(q["name"], pq + ".name"), _type(q["type"], pq + ".type"),
                                 _bool(q["is_array"], pq + ".is_array"),
-                                _bool(q["written"], pq + ".written")))
+                                _bool(q["written"], pq + ".written"),
+                                _opt(_int, q["length"], pq + ".length", 0)))
         locals_ = []
         for j, v in enumerate(_list(f["locals"], p + ".locals")):
             pv = f"{p}.locals[{j}]"

@@ -116,7 +116,8 @@ cdef struct VM:
     i64* fn_end
     i64* fn_fsize
     i64* fn_nparams
-    i64* fn_poff          # offset of the function's params in p_written
+    i64* fn_poff          # offset of the function's params in p_written and p_length
+    i64* p_length         # declared length of a `p: T[n]` parameter, -1 for any
     uint8_t* p_written
     i64* xt_base
     i64* xt_len
@@ -293,6 +294,7 @@ cdef int do_call(VM* vm, i64 site, int e_callee, i64 pc) noexcept nogil:
     cdef i64* na = vm.pt_addr + vm.ptop
     cdef i64* nl = vm.pt_len + vm.ptop
     cdef uint8_t* pw = vm.p_written + vm.fn_poff[f]
+    cdef i64* pln = vm.p_length + vm.fn_poff[f]
     cdef i64 i, j, w, L, q, addr, length
     cdef i64* cell
     if d >= vm.max_depth:
@@ -336,6 +338,12 @@ cdef int do_call(VM* vm, i64 site, int e_callee, i64 pc) noexcept nogil:
                     vm.tv[3] = _IN_CALL + i
                     return _T_BOUNDS
                 length = L
+        if pln[i] >= 0 and length != pln[i]:    # `p: T[n]` takes arrays of exactly n cells
+            vm.tv[0] = -1
+            vm.tv[1] = pln[i]
+            vm.tv[2] = length
+            vm.tv[3] = _IN_CALL + i
+            return _T_BOUNDS
         na[i] = addr
         nl[i] = length
     for i in range(np_):
@@ -1221,6 +1229,8 @@ cdef class Core:
         written = np.array([p.written for f in fns for p in f.params] + [0], dtype=np.uint8)
         self._keep.append(written)
         vm.p_written = <uint8_t*>cnp.PyArray_DATA(written)
+        vm.p_length = self._buf([-1 if p.length is None else p.length
+                                 for f in fns for p in f.params] + [-1])
         vm.xt_base = self._buf([x.base for x in program.xtab])
         vm.xt_len = self._buf([x.length for x in program.xtab])
         vm.xt_index = self._buf([x.index for x in program.xtab])

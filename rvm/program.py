@@ -91,6 +91,7 @@ class Param:
     type: NumType
     is_array: bool
     written: bool               # the function (or a callee) may write it
+    length: int | None = None   # `p: T[n]`: every array bound to it has n cells (None: any)
 
 
 @dataclass

@@ -327,6 +327,11 @@ class _Verifier:
         if not isinstance(q.is_array, bool) or not isinstance(q.written, bool):
             self.err(f"{label}: parameter {j}: is_array and written must be bools")
             ok = False
+        if q.length is not None and not (q.is_array is True and type(q.length) is int
+                                         and 0 <= q.length <= MAX_CELLS):
+            self.err(f"{label}: parameter {j}: length {q.length!r} needs an array parameter "
+                     f"and 0..{MAX_CELLS}")
+            ok = False
         return ok
 
     def _locals_ok(self, label, f):
@@ -445,6 +450,10 @@ class _Verifier:
                                 self.err(f"{w}: a cell is passed to an array parameter")
                                 ok = False
                             elif not self._array_word_ok(w, int(a.word), int(a.length)):
+                                ok = False
+                            elif q.length is not None and a.length >= 0 and a.length != q.length:
+                                self.err(f"{w}: an array of {a.length} cells for a parameter "
+                                         f"of {q.length}")
                                 ok = False
                         elif a.length is not None:
                             self.err(f"{w}: an array is passed to a scalar parameter")

@@ -478,3 +478,38 @@ def test_mutated_programs_never_crash(base, edits, arg_edit, x_edit):
                 m.run(direction=d, max_steps=500)
             except RVMError:
                 pass
+
+
+def test_fixed_length_array_parameter():
+    """`v: int[4]` takes arrays of exactly 4 cells: checked by the assembler where it can see
+    the argument, at the call otherwise; the length survives .rbc and disassembly."""
+    import rvm
+    from assembler import disassemble
+    from assembler import rbc
+    from rvm.errors import BoundsError
+
+    src = """
+inout a: int[{n}]
+inout s: int
+func sum4(s: int, v: int[4]) {{
+    for i in 0..4 {{
+        s += v[i]
+    }}
+}}
+func pass(s: int, v: int[]) {{
+    call sum4(s, v)
+}}
+func main() {{
+    call pass(s, a)
+}}
+"""
+    ok = rvm.assemble(src.format(n=4))
+    assert ok.function_named("sum4").params[1].length == 4
+    assert ok.function_named("pass").params[1].length is None
+    assert rbc.load_bytes(rbc.dump(ok)).function_named("sum4").params[1].length == 4
+    assert "func sum4(s: int, v: int[4])" in disassemble(ok)
+    assert rvm.run(ok, {"a": [1, 2, 3, 4]}).outputs["s"] == 10
+    short = rvm.assemble(src.format(n=3))
+    with pytest.raises(BoundsError) as e:
+        rvm.run(short, {"a": [1, 2, 3]})
+    assert "argument 1 of sum4 takes 4 cells of v, which has 3" in e.value.detail

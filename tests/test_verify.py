@@ -778,3 +778,14 @@ def test_float_and_lns_types_are_checked():
     verify(p)
     p.code[2] = ins("neg.f", G(1))
     rejects(p, "pc 2 (neg.f): operand 1 (y): cell has type lns, neg.f needs float")
+
+
+def test_array_argument_must_match_a_fixed_length_parameter():
+    import rvm
+    p = rvm.assemble("inout a: int[4]\ninout s: int\nfunc f(s: int, v: int[4]) {\n"
+                     "    s += v[0]\n}\nfunc main() {\n    call f(s, a)\n}\n")
+    assert check(p) == []
+    p.functions[0].params[1].length = 5
+    assert any("an array of 4 cells for a parameter of 5" in m for m in check(p))
+    p.functions[0].params[1].length = -2
+    assert any("length -2 needs an array parameter" in m for m in check(p))
