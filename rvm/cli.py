@@ -290,6 +290,18 @@ def cmd_run(a: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _source_excerpt(location: tuple[str, int, int] | None) -> str:
+    """The source line of a trap with a caret under its column, as diagnostics show it."""
+    if not location:
+        return ""
+    name, line, col = location
+    try:
+        text = Path(name).read_text().splitlines()[line - 1]
+    except (OSError, IndexError, UnicodeDecodeError):
+        return ""
+    return f"\n  {text}\n  {' ' * (col - 1)}^"
+
+
 # ---- entry -----------------------------------------------------------------------------
 
 def _positive(text: str) -> int:
@@ -388,7 +400,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"rvm: {e}", file=sys.stderr)
         return EXIT_STEP_LIMIT
     except Trap as e:
-        print(f"rvm: {e}", file=sys.stderr)
+        first, _, rest = str(e).partition("\n")
+        print(f"rvm: {first}{_source_excerpt(e.location)}" + (f"\n{rest}" if rest else ""),
+              file=sys.stderr)
         return EXIT_TRAP
     except KeyboardInterrupt:
         print("rvm: interrupted", file=sys.stderr)

@@ -448,7 +448,16 @@ class Machine:
         return decode(t, w, self.program.fraction_bits) if t is not None else w
 
     def _values(self, pairs, func: Function | None) -> dict[str, Any]:
-        return {describe_operand(self.program, func, w): self._value(w, t, func) for w, t in pairs}
+        """Values read by name; literals (interned constants) say nothing and are left out."""
+        out = {}
+        for w, t in pairs:
+            if operand_parts(w)[0] == MODE_G and self._is_literal(operand_parts(w)[1]):
+                continue
+            out[describe_operand(self.program, func, w)] = self._value(w, t, func)
+        return out
+
+    def _is_literal(self, addr: int) -> bool:
+        return any(":" in c.name and c.addr == addr for c in self.program.consts)
 
     def _make(self, cls: type[Trap], detail: str, pc: int, direction: int,
               values: dict[str, Any]) -> Trap:

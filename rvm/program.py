@@ -78,7 +78,7 @@ class Global:
 
 @dataclass
 class Const:
-    name: str
+    name: str                   # a literal the assembler interned is named `text:type` (`2:int`)
     type: NumType
     addr: int
     length: int | None

@@ -188,3 +188,11 @@ def test_roundtrip_reports_exact_and_drift(capsys, tmp_path):
                      "    for i in 0..1000 {\n        x += y * y\n        y -= sin(x)\n    }\n}\n")
     code, out, err = run(capsys, "run", str(chaos), "--roundtrip")
     assert code == 0 and "roundtrip: drift (largest absolute difference per global): x " in err
+
+
+def test_trap_shows_the_source_line(capsys):
+    code, _, err = run(capsys, "run", RFIBN, "n=3")
+    lines = err.splitlines()
+    assert code == 3 and "ComeFromError" in lines[0]
+    assert lines[1].strip() == "from n == 0 {" and lines[2].strip() == "^"
+    assert "values: n = 3" in err and "0 = 0" not in err
