@@ -493,13 +493,16 @@ class FunctionCompiler:
             if lit is None:
                 r = res.resolve(o, INT)
                 guard_refs += [r] + ([r.index] if r.index is not None else [])
+        # the bounds are read in the enclosing scope: resolve them before the counter (which
+        # may shadow a name they use) comes into scope
+        lo_w, hi_w = res.resolve(st.lo, INT).word, res.resolve(st.hi, INT).word
         shadowed = self.scope.get(st.var.name)
         sym = self.declare(st.var, INT, None, shadow=True)
         i = Ref(operand(MODE_L, sym.loc), INT, sym.name, st.var.pos, sym=sym)
         n = self.unit.new_id()
         self.emit(ALLOC, [i.word], st.pos)
         if vals[0] is None:
-            self.emit(ADD_I, [i.word, res.resolve(st.lo, INT).word], st.pos)
+            self.emit(ADD_I, [i.word, lo_w], st.pos)
         elif vals[0] != 0:
             self.emit(ADDI_I, [i.word, vals[0]], st.pos)
         # Bottom-tested, so an iteration costs join + body + inc + jmp:
@@ -508,7 +511,6 @@ class FunctionCompiler:
         #          body; inc i
         #   back:  jmp top if i < hi
         #   exit:  join empty if i == lo    (came from `empty` iff the range was empty)
-        lo_w, hi_w = res.resolve(st.lo, INT).word, res.resolve(st.hi, INT).word
         empty = self.fork(JMP, (cond_word(CMP_EQ, INT), i.word, hi_w), 0, st.pos, f"for{n}.empty")
         top = self.fork(JOIN, (cond_word(CMP_NE, INT), i.word, lo_w), 0, st.pos, f"for{n}")
         self.guards.append(Guard([i] + guard_refs, sym.name))
@@ -524,7 +526,7 @@ class FunctionCompiler:
         self.unit.patch_pc(top, back)
         self.unit.patch_pc(empty, exit_)
         if vals[1] is None:
-            self.emit(SUB_I, [i.word, res.resolve(st.hi, INT).word], st.end_pos)
+            self.emit(SUB_I, [i.word, hi_w], st.end_pos)
         elif vals[1] != 0:
             self.emit(SUBI_I, [i.word, vals[1]], st.end_pos)
         self.emit(FREE, [i.word], st.end_pos)

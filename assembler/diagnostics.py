@@ -79,7 +79,8 @@ class Reporter:
 
     def add_file(self, name: str, text: str) -> int:
         self.files.append(name)
-        self.sources.append(text.splitlines())
+        from .lexer import source_lines
+        self.sources.append(source_lines(text))
         return len(self.files) - 1
 
     def error(self, pos: Pos, code: str, message: str) -> None:

@@ -102,10 +102,20 @@ def escape(s: str) -> str:
     return '"' + "".join(out) + '"'
 
 
+def source_lines(text: str) -> list[str]:
+    """The lines of a source as editors count them: split at \n only (a trailing \r is
+    dropped); str.splitlines would also split at U+2028, U+0085 ... inside comments."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [ln[:-1] if ln.endswith("\r") else ln for ln in lines]
+
+
 def tokenize(text: str, file: int, rep: Reporter) -> list[Token]:
     """All tokens of a file, ending with EOF; lexical errors are reported and skipped."""
     toks: list[Token] = []
-    for ln, line in enumerate(text.splitlines(), 1):
+    lines = source_lines(text)
+    for ln, line in enumerate(lines, 1):
         i = 0
         while i < len(line):
             m = _TOKEN.match(line, i)
@@ -151,6 +161,6 @@ def tokenize(text: str, file: int, rep: Reporter) -> list[Token]:
             else:
                 toks.append(Token(PUNCT, tok, None, pos))
         toks.append(Token(NEWLINE, "\n", None, Pos(file, ln, len(line) + 1)))
-    nlines = len(text.splitlines())
+    nlines = len(lines)
     toks.append(Token(EOF, "", None, Pos(file, max(nlines, 1), 1)))
     return toks

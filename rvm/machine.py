@@ -16,6 +16,7 @@ assembler.
 """
 from __future__ import annotations
 
+import operator
 import sys
 from bisect import bisect_right
 from dataclasses import dataclass
@@ -38,6 +39,14 @@ from .values import ValueEncodingError, decode, decode_array, encode, encode_arr
 __all__ = ["Machine", "TraceEvent", "UnknownName", "describe_operand", "format_instruction"]
 
 _STATUS = {_core.S_START: "start", _core.S_END: "end", _core.S_RUNNING: "running"}
+def _count(n: Any, what: str) -> int:
+    """A step count: a non-negative integer (a float would truncate to a zero-step slice)."""
+    n = operator.index(n)
+    if n < 0:
+        raise ValueError(f"{what} must be >= 0, not {n}")
+    return n
+
+
 _SLICE = 1 << 24          # instructions per nogil run (~0.1 s)
 _UNLIMITED = 1 << 62
 
@@ -272,7 +281,8 @@ class Machine:
         """Run to the end (forward) or the start (backward) and return the status.  Raises a
         Trap subclass on a trap, StepLimit when `max_steps` instructions have run first (the
         machine can then be run further)."""
-        budget = _UNLIMITED if max_steps is None else min(max_steps, _UNLIMITED)
+        budget = _UNLIMITED if max_steps is None else min(_count(max_steps, "max_steps"),
+                                                           _UNLIMITED)
         rc, _ = self._drive(direction, budget)
         if rc == _core.R_BUDGET:
             raise self._make(StepLimit, f"the step limit of {budget} instructions is used up",
@@ -282,7 +292,7 @@ class Machine:
     def step(self, n: int = 1, direction: int = +1) -> int:
         """Run up to `n` instructions, stopping at the program boundary; returns how many ran.
         Traps raise as in `run`.  `step(0, d)` only turns the machine to direction d."""
-        return self._drive(direction, min(max(n, 0), _UNLIMITED))[1]
+        return self._drive(direction, min(_count(n, "n"), _UNLIMITED))[1]
 
     def _drive(self, direction: int, budget: int) -> tuple[int, int]:
         if direction not in (1, -1):

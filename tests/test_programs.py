@@ -130,3 +130,11 @@ func main() {
     chaotic = rvm.roundtrip(rvm.assemble(src))
     assert not chaotic.exact and set(chaotic.drift) <= {"x", "y"} and chaotic.exact_broken == []
     assert all(v > 0 for v in chaotic.drift.values())
+
+
+@pytest.mark.parametrize("header, start, count", [("for i in 0..i", 4, 4), ("for i in i..5", 2, 3)])
+def test_for_counter_may_shadow_a_name_its_bounds_use(header, start, count):
+    src = f"inout i: int = {start}\noutput out: int\nfunc main() {{\n    {header} {{\n" \
+          "        inc out\n    }\n}\n"
+    prog = rvm.assemble(src)
+    assert roundtrip(prog, {}) == {"i": start, "out": count}

@@ -93,3 +93,35 @@ func main() {
     with pytest.raises(StepLimit) as e:
         rvm.run(rvm.assemble(src), max_steps=100_000)
     assert e.value.step == 100_000
+
+
+@pytest.mark.parametrize("sep", ["\x85", "\u2028", "\u2029", "\x1c"])
+def test_unicode_line_separators_stay_inside_comments(sep):
+    """Only \\n ends a line: text after U+2028 & co. in a comment is still comment."""
+    src = f"input n: int = 3\noutput out: int\nfunc main() {{\n    out += n ; x{sep} inc out\n}}\n"
+    assert rvm.run(rvm.assemble(src)).outputs == {"out": 3}
+
+
+def test_crlf_sources_assemble():
+    src = "input n: int = 3\r\noutput out: int\r\nfunc main() {\r\n    out += n\r\n}\r\n"
+    assert rvm.run(rvm.assemble(src)).outputs == {"out": 3}
+
+
+def test_step_counts_must_be_integers():
+    m = rvm.Machine(rvm.assemble("inout x: int\nfunc main() {\n    inc x\n}\n"))
+    m.reset({})
+    with pytest.raises(TypeError):
+        m.step(2.5)
+    with pytest.raises(TypeError):
+        m.run(max_steps=10.5)
+    with pytest.raises(ValueError):
+        m.run(max_steps=-5)
+
+
+def test_big_python_ints_in_mixed_lists_stay_exact():
+    p = rvm.assemble(".fixed 0\ninout ai: int[2]\ninout ax: fixed[2]\nfunc main() {\n}\n")
+    m = rvm.Machine(p)
+    m.reset({"ai": [2**53 + 1, 2.0], "ax": [2**53 + 1, 2.0]})
+    assert list(m.read_raw("ai")) == [2**53 + 1, 2] and list(m.read_raw("ax")) == [2**53 + 1, 2]
+    m.reset({"ai": [2**63 - 1, 0.0]})
+    assert list(m.read_raw("ai")) == [2**63 - 1, 0]
