@@ -468,11 +468,6 @@ def test_bytecode_trap():
     back_to_start(m, {"x": 1})
 
 
-def test_every_trap_class_is_tested():
-    """Runs last in this file: each class of rvm.errors.TRAPS was raised above."""
-    assert set(TRAPS) <= tested, f"untested traps: {set(TRAPS) - tested}"
-
-
 def taken_jump_to_wrong_join():
     """jmp L if x == 0 lands on a join that claims the jump happens iff x != 0."""
     pb = ProgramBuilder()
@@ -501,3 +496,8 @@ def test_come_from_after_a_taken_jump(how):
     assert (e.pc, e.step, m.pc, m.t, m.came) == (3, 2, 3, 2, True)   # begin is pc 0, t counts entry
     assert "arrive" in e.detail or "came" in e.detail
     back_to_start(m, {"x": 0})
+
+
+def test_every_trap_class_is_tested():
+    """Runs last in this file: each class of rvm.errors.TRAPS was raised above."""
+    assert set(TRAPS) <= tested, f"untested traps: {set(TRAPS) - tested}"
