@@ -1,5 +1,6 @@
-"""Build the Cython core.  The opcode enum (rvm/_opcodes.pxi) is generated here from
-isa/table.py, the one source of truth, so it cannot drift from the assembler."""
+"""Build the Cython extensions.  Their instruction tables (rvm/_opcodes.pxi and the other files
+in GENERATED) are generated here from isa/, the one source of truth, so they cannot drift from
+the assembler."""
 import os
 import sys
 
@@ -11,22 +12,31 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from isa.table import generate_pxi  # noqa: E402
 
-pxi = os.path.join(HERE, "rvm", "_opcodes.pxi")
-text = generate_pxi()
-if not os.path.exists(pxi) or open(pxi).read() != text:
-    with open(pxi, "w") as fh:
-        fh.write(text)
+# generated file (relative to this directory) -> function returning its text
+GENERATED = {
+    "rvm/_opcodes.pxi": generate_pxi,
+}
+for rel, generate in GENERATED.items():
+    path = os.path.join(HERE, rel)
+    text = generate()
+    if not os.path.exists(path) or open(path).read() != text:
+        with open(path, "w") as fh:
+            fh.write(text)
 
-ext = Extension(
+COMPILE_ARGS = ["-O2", "-fwrapv", "-ffp-contract=off", "-fno-strict-aliasing"]
+DIRECTIVES = {"boundscheck": False, "wraparound": False, "cdivision": True,
+              "initializedcheck": False}
+
+core = Extension(
     "rvm._core",
     ["rvm/_core.pyx"],
     include_dirs=[numpy.get_include(), os.path.join(HERE, "rvm")],
     # -fwrapv: int cells wrap by definition; -ffp-contract=off: no fused multiply-add, so float
     # results match isa/arith.py bit for bit.
-    extra_compile_args=["-O2", "-fwrapv", "-ffp-contract=off", "-fno-strict-aliasing"],
+    extra_compile_args=COMPILE_ARGS,
     define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
 )
 
-setup(ext_modules=cythonize([ext], language_level=3,
-                            compiler_directives={"boundscheck": False, "wraparound": False,
-                                                 "cdivision": True, "initializedcheck": False}))
+EXTENSIONS = [core]
+
+setup(ext_modules=cythonize(EXTENSIONS, language_level=3, compiler_directives=DIRECTIVES))

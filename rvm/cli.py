@@ -314,6 +314,9 @@ def _positive(text: str) -> int:
     return n
 
 
+TOOL_MODULES = ("rvm.ad.cli", "rvm.debug.cli", "rvm.trace.cli", "rvm.hw.cli")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="rvm", formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG,
@@ -366,6 +369,18 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("program", help=".rasm or .rbc file")
     s.add_argument("-o", "--output", help="output path (default stdout)")
     s.set_defaults(func=cmd_invert)
+
+    # The tools (grad, debug, trace, hw) sit on the machine's public API; each module adds its
+    # own verb with register(sub), so this file does not grow with them.
+    import importlib
+    for name in TOOL_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as e:
+            if not (e.name and (name + ".").startswith(e.name + ".")):
+                raise  # a tool that exists but fails to import is a bug, not a missing tool
+            continue
+        module.register(sub)
     return p
 
 
@@ -378,8 +393,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     # argparse's positional nargs="*" does not take: collect them from the leftovers.
     a, extra = parser.parse_known_args(argv)
     pairs = [x for x in extra if "=" in x and not x.startswith("-")]
-    if len(pairs) != len(extra) or (pairs and a.verb != "run"):
-        parser.error("unrecognized arguments: " + " ".join(x for x in extra if x not in pairs or a.verb != "run"))
+    takes_values = hasattr(a, "values")
+    if len(pairs) != len(extra) or (pairs and not takes_values):
+        parser.error("unrecognized arguments: "
+                     + " ".join(x for x in extra if x not in pairs or not takes_values))
     if pairs:
         a.values = list(a.values) + pairs
     try:
