@@ -57,6 +57,8 @@ cdef enum:
     _R_BUDGET = 1
     _R_TRAP = 2
     _R_TRACE = 3
+    _R_BREAK = 4          # stopped before an instruction whose pc has a breakpoint
+    _R_WATCH = 5          # stopped after an instruction that changed a watched cell
     # machine status
     _S_START = 0
     _S_END = 1
@@ -97,6 +99,7 @@ cdef enum:
     TY_FLOAT = 3
 
 R_BOUNDARY, R_BUDGET, R_TRAP, R_TRACE = _R_BOUNDARY, _R_BUDGET, _R_TRAP, _R_TRACE
+R_BREAK, R_WATCH = _R_BREAK, _R_WATCH
 S_START, S_END, S_RUNNING = _S_START, _S_END, _S_RUNNING
 T_COMEFROM, T_ANCILLA, T_POP, T_UNDERFLOW, T_OVERFLOW = range(1, 6)
 T_ALIAS, T_READONLY, T_BOUNDS, T_DIV0, T_DOMAIN, T_RANGE, T_ASSERT, T_BYTECODE = range(6, 14)
@@ -158,6 +161,14 @@ cdef struct VM:
     i64 t
     int status
     int trace_ack         # the trace at pc was reported: run it instead of stopping again
+    # debugging: per-pc breakpoint flags (NULL: none) and watched cells with their last values
+    uint8_t* brk
+    int brk_skip          # the next run does not stop at a breakpoint at its first pc
+    i64* watch_addr
+    i64* watch_val
+    i64 n_watch
+    i64 watch_hit         # index of the watched cell that changed
+    i64 watch_pc          # the instruction that changed it
     # statistics since reset
     i64 steps
     i64 peak_sp
@@ -476,8 +487,10 @@ cdef int vm_run(VM* vm, i64 budget, i64* executed) noexcept nogil:
     cdef i64* a
     cdef i64* b
     cdef i64* y2
-    cdef i64 v
+    cdef i64 v, i, here
+    cdef int skip_break = vm.brk_skip
 
+    vm.brk_skip = 0
     executed[0] = 0
     if budget <= 0:
         return _R_BUDGET
@@ -501,6 +514,12 @@ cdef int vm_run(VM* vm, i64 budget, i64* executed) noexcept nogil:
     code = vm.code if e > 0 else vm.code_inv
 
     while left > 0:
+        if vm.brk != NULL:
+            if vm.brk[pc] and not skip_break:
+                rc = _R_BREAK
+                break
+            skip_break = 0
+        here = pc
         c = code + pc * 6
         op = <int>c[0]
         if vm.xflag[pc]:
@@ -896,7 +915,7 @@ cdef int vm_run(VM* vm, i64 budget, i64* executed) noexcept nogil:
                 # The target is the paired join: run its check now and save a dispatch per
                 # taken jump (a loop's back edge).  It still counts as its own step, so only
                 # when the budget has room for both.
-                if left >= 2 and code[pc * 6] == OP_JOIN:
+                if left >= 2 and code[pc * 6] == OP_JOIN and (vm.brk == NULL or not vm.brk[pc]):
                     left -= 1                   # the jmp is done
                     op = OP_JOIN
                     c = code + pc * 6
@@ -967,6 +986,15 @@ cdef int vm_run(VM* vm, i64 budget, i64* executed) noexcept nogil:
             tc = _T_BYTECODE
             break
         left -= 1
+        if vm.n_watch:
+            for i in range(vm.n_watch):
+                if mem[vm.watch_addr[i]] != vm.watch_val[i]:
+                    vm.watch_val[i] = mem[vm.watch_addr[i]]
+                    vm.watch_hit = i
+                    vm.watch_pc = here
+                    rc = _R_WATCH
+            if rc == _R_WATCH:
+                break
 
     vm.pc = pc
     vm.came = came
@@ -1189,6 +1217,8 @@ cdef class Core:
     cdef readonly cnp.ndarray code          # the (n, 6) code the loop runs (a read-only copy)
     cdef readonly i64 last_n               # instructions run by the last run()
     cdef list _keep                        # buffers the VM points into
+    cdef object _brk                       # breakpoint flags and watch buffers the VM uses
+    cdef object _watch
 
     def __init__(self, program, *, i64 stack_cells=1 << 20, i64 frame_cells=1 << 22,
                  i64 max_depth=1 << 16):
@@ -1294,6 +1324,14 @@ cdef class Core:
         vm.status = _S_END if at_end else _S_START
         vm.D = -1 if at_end else 1
         vm.pc = vm.fn_end[vm.main] if at_end else vm.fn_begin[vm.main]
+        self.refresh_watch()
+
+    def refresh_watch(self) -> None:
+        """Take the watched cells' current values as the reference (after a write from
+        outside the loop)."""
+        cdef i64 i
+        for i in range(self.vm.n_watch):
+            self.vm.watch_val[i] = self.vm.mem[self.vm.watch_addr[i]]
 
     def run(self, i64 budget) -> int:
         """Run up to `budget` instructions in the current direction; returns an R_* code."""
@@ -1314,6 +1352,46 @@ cdef class Core:
             else:
                 vm.pc -= vm.fr_fdir[vm.depth - 1] * vm.D
         vm.D = -vm.D
+
+    def set_breakpoints(self, pcs) -> None:
+        """Stop before running an instruction at any of `pcs` (either direction); an empty
+        collection clears them.  A run that starts at a breakpoint with `skip_breakpoint()`
+        runs that instruction first."""
+        cdef cnp.ndarray flags
+        pcs = [int(p) for p in pcs]
+        if any(not 0 <= p < self.vm.n_code for p in pcs):
+            raise IndexError("breakpoint pc out of range")
+        if not pcs:
+            self.vm.brk = NULL
+            self._brk = None
+            return
+        flags = np.zeros(self.vm.n_code, dtype=np.uint8)
+        flags[pcs] = 1
+        self._brk = flags
+        self.vm.brk = <uint8_t*>cnp.PyArray_DATA(flags)
+
+    def skip_breakpoint(self) -> None:
+        """The next run() does not stop at a breakpoint at the current pc (resume from it)."""
+        self.vm.brk_skip = 1
+
+    def set_watch(self, addrs) -> None:
+        """Stop after any instruction that changes one of the cells at `addrs` (absolute
+        addresses into mem); their current values are the reference.  Empty: no watch."""
+        cdef cnp.ndarray a, v
+        addrs = [int(x) for x in addrs]
+        if any(not 0 <= x < self.vm.n_mem for x in addrs):
+            raise IndexError("watched address out of range")
+        a = np.array(addrs + [0], dtype=np.int64)
+        v = self.mem[a]
+        self._watch = (a, v)
+        self.vm.watch_addr = _ptr(a)
+        self.vm.watch_val = _ptr(v)
+        self.vm.n_watch = len(addrs)
+
+    @property
+    def watch_hit(self) -> tuple:
+        """(index into the watched addresses, pc of the instruction that changed it)."""
+        return self.vm.watch_hit, self.vm.watch_pc
 
     def ack_trace(self) -> None:
         """The trace at pc has been reported: the next run() executes it."""

@@ -300,6 +300,8 @@ class Machine:
         core = self.core
         if direction != core.direction:
             core.flip()
+        core.refresh_watch()
+        core.skip_breakpoint()          # resuming from a breakpoint runs its instruction
         done = 0
         while True:
             # Run in slices so that Ctrl-C (raised by Python between slices) stops a long run;
@@ -315,6 +317,40 @@ class Machine:
             if rc == _core.R_TRAP:
                 raise self._trap()
             return rc, done
+
+    # ---- breakpoints and watched cells (the debugger's stops, in both directions) ----------
+
+    def set_breakpoints(self, pcs) -> None:
+        """Runs stop before an instruction at any of `pcs`, in either direction (a run that
+        starts there runs it first).  An empty collection clears them."""
+        self.core.set_breakpoints(sorted(set(pcs)))
+
+    def set_watch(self, addrs) -> None:
+        """Runs stop after any instruction that changes a cell at one of the absolute
+        addresses `addrs` (see `address_of`); empty clears."""
+        self.core.set_watch(list(addrs))
+
+    def advance(self, direction: int = +1, max_steps: int | None = None) -> str:
+        """Run until something stops the machine and say what: 'boundary' (start or end),
+        'break', 'watch' (see `watch_hit`) or 'limit' (max_steps ran).  Traps raise."""
+        budget = _UNLIMITED if max_steps is None else min(_count(max_steps, "max_steps"),
+                                                           _UNLIMITED)
+        rc, _ = self._drive(direction, budget)
+        return {_core.R_BOUNDARY: "boundary", _core.R_BUDGET: "limit",
+                _core.R_BREAK: "break", _core.R_WATCH: "watch"}[rc]
+
+    @property
+    def watch_hit(self) -> tuple[int, int]:
+        """After a 'watch' stop: (index of the changed cell in set_watch's list, pc of the
+        instruction that changed it)."""
+        return self.core.watch_hit
+
+    def address_of(self, name: str, index: int = 0) -> int:
+        """Absolute address of a global (element `index` of an array)."""
+        _, addr, length, _ = self._symbol(name)
+        if not 0 <= index < (length or 1):
+            raise IndexError(f"{name}[{index}] is out of bounds")
+        return addr + index
 
     # ---- state -------------------------------------------------------------------------
 
