@@ -59,11 +59,14 @@ def test_sweep_table_on_the_machine(capsys):
     code, out, _ = run(capsys, DIFFUSION, "--steps", "32", "--sweep")
     assert code == 0
     assert out.startswith("rvm trace: N = 32\nstrategy")
-    body = [line for line in out.splitlines()[2:] if not line.startswith(("*", "~"))]
-    assert len(body) == 7
+    body = out.splitlines()[2:9]
+    assert [line.split("  ")[0].strip() for line in body] == [
+        "Revolve* c=6", "Knill S=6", "Bennett k=2 L=5", "Bennett k=3 L=4", "Bennett k=4 L=3",
+        "periodic p=6", "Bennett 1973"]
     machine = [line for line in body if line.rstrip().endswith("machine")]
     assert len(machine) == 6 and all(" yes " in line for line in machine)
-    assert "Revolve (irreversible)" in out and "irreversible" in out.splitlines()[-2]
+    assert body[0].endswith("model") and "0.477*" in body[0]
+    assert out.splitlines()[10].startswith("* Revolve overwrites states (irreversible)")
 
 
 def png_size(path):

@@ -18,7 +18,7 @@ from .knill import min_budget
 from .report import Report, machine_report, model_report, print_reports, sweep_schedules, to_json
 
 EXIT_OK, EXIT_PROGRAM, EXIT_USAGE, EXIT_UNCLEAN = 0, 1, 2, 3
-PROGRESS_MIN_MOVES = 20_000
+PROGRESS_MIN_MOVES = 10_000
 DIAGRAM_MAX_MOVES = 500_000
 
 EPILOG = """\

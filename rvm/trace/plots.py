@@ -22,6 +22,7 @@ from matplotlib.figure import Figure
 from . import knill as _knill
 from . import strategies as S
 from .pebble import BWD, COPY, FWD, Move
+from .report import short_label
 
 __all__ = ["frontier", "pebbles", "live", "frontier_curves"]
 
@@ -78,11 +79,13 @@ def frontier(n: int, path: str | Path, highlight: Sequence = ()) -> Path:
     for name, pts in curves.items():
         xs, ys = zip(*pts)
         ax.plot(xs, ys, **style[name])
-    for r in highlight:
+    for j, r in enumerate(sorted(highlight, key=lambda r: (r.peak_checkpoints, r.moves))):
         ax.plot([r.peak_checkpoints], [r.moves], marker="o", ms=11, mfc="none", mec="black",
                 mew=1.5, lw=0)
-        ax.annotate(r.label, (r.peak_checkpoints, r.moves), textcoords="offset points",
-                    xytext=(8, 6), fontsize=7)
+        # Cycle the label around the point so neighbours at similar peaks do not overlap.
+        dx, dy = [(9, 4), (-9, -11), (9, -11), (-9, 4)][j % 4]
+        ax.annotate(short_label(r), (r.peak_checkpoints, r.moves), textcoords="offset points",
+                    xytext=(dx, dy), ha="left" if dx > 0 else "right", fontsize=7)
     ax.axhline(n, color="0.7", lw=0.8, ls=":")
     ax.set_xscale("log")
     ax.set_yscale("log")
@@ -111,14 +114,14 @@ def pebbles(moves: Iterable[Move], n: int, path: str | Path, title: str = "") ->
             final.append([(born.pop(i), i), (t + 0.5, i)])
     fig = Figure(figsize=_SIZE)
     ax = fig.add_subplot()
-    lw = max(0.3, min(3.0, 300 / max(n, 1)))
+    lw = max(0.8, min(3.0, 300 / max(n, 1)))
     ax.add_collection(LineCollection(segments, colors="tab:blue", linewidths=lw))
     if final:
         ax.add_collection(LineCollection(final, colors="tab:red", linewidths=lw * 1.5,
                                          label=f"s_{n} (copied out)"))
         ax.legend(fontsize=7, loc="upper left")
     ax.set_xlim(0, t + 1)
-    ax.set_ylim(0, n + 1)
+    ax.set_ylim(0, n * 1.04 + 1)
     ax.set_xlabel("move number")
     ax.set_ylabel("step index i (checkpoint s_i)")
     ax.set_title(title or f"Pebble space-time diagram, N = {n}", fontsize=10)

@@ -130,14 +130,26 @@ def sweep_schedules(n: int, budget: int | None = None) -> list[Schedule]:
 # ---- output ----------------------------------------------------------------------------------
 
 _COLUMNS = [
-    ("strategy", "label"), ("fwd", "forward"), ("bwd", "backward"), ("moves", "moves"),
+    ("strategy", "short"), ("fwd", "forward"), ("bwd", "backward"), ("moves", "moves"),
     ("T/N", "overhead"), ("peak", "peak_checkpoints"), ("cells", "peak_cells"),
     ("bits", "peak_bits"), ("instructions", "instructions"), ("Knill@peak", "knill_at_peak"),
     ("gap", "gap"), ("clean", "clean"), ("checked", "checked"),
 ]
+# Columns dropped on narrower terminals (under 140 columns, under 100 columns).
+_NARROW = ({"forward", "backward", "peak_bits"}, {"peak_cells", "checked"})
+_SHORT = {"bennett1973": "Bennett 1973", "bennett": "Bennett", "knill": "Knill",
+          "periodic": "periodic", "revolve": "Revolve*"}
+_PARAM = {"k": "k", "levels": "L", "budget": "S", "period": "p", "checkpoints": "c"}
+
+
+def short_label(r: Report) -> str:
+    """A compact name for tables and charts: `Knill S=11`, `Bennett k=2 L=10`."""
+    return " ".join([_SHORT[r.strategy]] + [f"{_PARAM[k]}={v}" for k, v in r.params.items()])
 
 
 def _cell(r: Report, key: str) -> str:
+    if key == "short":
+        return short_label(r)
     v = getattr(r, key)
     if v is None:
         return "-"
@@ -155,30 +167,35 @@ def _cell(r: Report, key: str) -> str:
 def print_reports(reports: list[Report], out: TextIO | None = None) -> None:
     """A table: rich on a terminal, plain aligned columns otherwise (stable for scripts)."""
     out = out or sys.stdout
-    rows = [[_cell(r, key) for _, key in _COLUMNS] for r in reports]
-    heads = [h for h, _ in _COLUMNS]
     n = reports[0].n if reports else 0
     title = f"rvm trace: N = {n}"
-    notes = []
+    notes = ["S: pebble budget, L: levels, p: period, c: checkpoints; peak: live checkpoints "
+             "(input not counted); gap = moves / Knill optimum at the same peak"]
     if any(not r.reversible for r in reports):
         notes.append("* Revolve overwrites states (irreversible): it reverses N steps for an "
-                     "adjoint sweep and is not comparable move for move")
+                     "adjoint sweep, a different question")
     if any(r.instructions_estimated for r in reports):
         notes.append("~ instructions estimated as moves x instructions of one step")
     if out.isatty():
         from rich.console import Console
         from rich.table import Table
 
-        t = Table(title=title, title_justify="left")
-        for h in heads:
-            t.add_column(h, justify="left" if h == "strategy" else "right")
-        for row in rows:
-            t.add_row(*row)
         console = Console(file=out)
+        drop = set() if console.width >= 140 else \
+            _NARROW[0] if console.width >= 100 else _NARROW[0] | _NARROW[1]
+        cols = [c for c in _COLUMNS if c[1] not in drop]
+        t = Table(title=title, title_justify="left", pad_edge=False)
+        for h, key in cols:
+            t.add_column(h, justify="left" if key == "short" else "right",
+                         no_wrap=key == "short")
+        for r in reports:
+            t.add_row(*[_cell(r, key) for _, key in cols])
         console.print(t)
         for note in notes:
-            console.print(note, style="dim")
+            console.print(note, style="dim", highlight=False)
         return
+    heads = [h for h, _ in _COLUMNS]
+    rows = [[_cell(r, key) for _, key in _COLUMNS] for r in reports]
     widths = [max(len(h), *(len(row[c]) for row in rows)) for c, h in enumerate(heads)]
     print(title, file=out)
     print("  ".join(h.ljust(w) if c == 0 else h.rjust(w)
