@@ -127,3 +127,11 @@ def test_unclean_run_exits_3(capsys, tmp_path):
                    "func main() {\n    x_next += x\n    x_next += big\n}\n")
     code, out, err = run(capsys, str(src), "--steps", "3", "--strategy", "bennett1973")
     assert code == 3 and "clean finish = NO" in out and "did not come back to zero" in err
+
+
+def test_readme_shows_a_committed_trace_picture():
+    readme = (ROOT / "README.md").read_text()
+    assert "## Tracer" in readme and "(docs/img/trace_frontier.png)" in readme
+    for name in ("trace_frontier.png", "trace_pebbles.png"):
+        (w, h), nbytes = png_size(ROOT / "docs" / "img" / name)
+        assert (w, h) == (700, 460) and nbytes < 200_000
