@@ -117,3 +117,9 @@ def test_illegal_moves_are_refused_on_the_machine_too():
         run_schedule(step, [Move(FWD, 2)], 2)
     run = run_schedule(step, [Move(FWD, 1), Move(FWD, 2), Move(BWD, 1), Move(COPY, 2)], 2)
     assert run.clean and step.decode(run.result) == {"s": 3}
+
+
+def test_a_step_that_changes_its_state_is_not_clean():
+    src = GARBAGE_STEP.replace("    inc junk\n", "    inc s\n").replace("global junk: int\n", "")
+    run = run_schedule(StepProgram(rvm.assemble(src)), S.bennett1973(2).schedule(), 2)
+    assert not run.clean and "(compute 1): compute: the step changed its state s" in run.problem

@@ -122,7 +122,8 @@ class StepProgram:
 
     def _check(self, what: str, state: np.ndarray) -> None:
         if not np.array_equal(self._gather(self.state), state):
-            raise NotClean(f"{what}: the step changed its state {', '.join(r.name for r in self.state)}")
+            names = ", ".join(r.name for r in self.state)
+            raise NotClean(f"{what}: the step changed its state {names}")
         if not np.array_equal(self._gather(self.params), self._param_words):
             raise NotClean(f"{what}: the step changed a parameter")
         left = [r.name for r in self.work if self.machine.mem[r.addr:r.addr + r.size].any()]
