@@ -37,6 +37,10 @@ core = Extension(
     define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
 )
 
-EXTENSIONS = [core]
+hw_sim = Extension("rvm.hw._sim", ["rvm/hw/_sim.pyx"], include_dirs=[numpy.get_include()],
+                   extra_compile_args=COMPILE_ARGS,
+                   define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")])
+
+EXTENSIONS = [core, hw_sim]
 
 setup(ext_modules=cythonize(EXTENSIONS, language_level=3, compiler_directives=DIRECTIVES))

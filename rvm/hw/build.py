@@ -1,0 +1,96 @@
+"""An instruction's circuit at a width: isa/gates.py's realization emitted into a Builder.
+
+Circuits are cached by everything that changes their gates: opcode, width, fraction bits
+(fixed products and conversions only), the immediate modulo 2**n or the rotation count, the
+condition word, and which source operands name the same cell.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+
+from isa import gates
+from isa.functions import CMP_ALWAYS, cond_parts
+from isa.table import OP_BY_NAME, Op
+from isa.types import FIXED, INT
+
+from .circuit import Builder, Circuit
+
+
+class NotRealized(ValueError):
+    """An opcode (or condition type) without a gate realization."""
+
+
+def is_realized(op: Op, cc: int | None = None) -> bool:
+    if op.family in gates.CONDITIONS:
+        if cc is None:
+            return True
+        cmp, t = cond_parts(cc)
+        return cmp == CMP_ALWAYS or t in (INT, FIXED)
+    return gates.realization(op) is not None
+
+
+def _uses_F(op: Op) -> bool:
+    return FIXED in op.types and op.family in ("addmul", "submul", "cvt", "uncvt")
+
+
+def circuit(op: Op | str, n: int, F: int = 0, imm: int = 0, cc: int = 0,
+            alias: tuple[int, ...] | None = None) -> Circuit:
+    """The circuit of `op` at width n.  `imm` is the immediate raw word (addi, subi, xori) or
+    the bit count (rotl, rotr); `cc` the condition word of jmp/join/assert; `alias[i]` the
+    index of the first register operand naming the same cell as operand i (None: all
+    distinct).  An inverse family's circuit is its inverse's circuit reversed."""
+    if isinstance(op, str):
+        op = OP_BY_NAME[op]
+    if not _uses_F(op):
+        F = 0
+    if op.family in ("rotl", "rotr"):
+        imm %= n
+    elif op.family in ("addi", "subi", "xori"):
+        imm &= (1 << n) - 1
+    else:
+        imm = 0
+    if op.family not in gates.CONDITIONS:
+        cc = 0
+    elif not is_realized(op, cc):
+        raise NotRealized(f"{op.name}: comparisons of {cond_parts(cc)[1].name_} cells are not "
+                          f"realized (int and fixed only)")
+    roles = gates.register_roles(op)
+    if alias is None or all(alias[i] == i for i in range(len(alias))):
+        alias = tuple(range(len(roles)))
+    return _cached(op.name, n, F, imm, cc, alias)
+
+
+@lru_cache(maxsize=512)
+def _cached(name: str, n: int, F: int, imm: int, cc: int, alias: tuple[int, ...]) -> Circuit:
+    op = OP_BY_NAME[name]
+    found = gates.realization(op)
+    if found is None:
+        raise NotRealized(f"{op.name} has no gate realization (realized: int and fixed "
+                          f"add/sub, immediates, inc/dec, addmul/submul, xor family, neg, "
+                          f"not, swap, rotations, int<->fixed conversions, comparisons)")
+    _, realized = found
+    if realized is not op:
+        inv = _cached(realized.name, n, F, imm, cc, alias).inverse()
+        return Circuit(op.name, inv.gates, inv.controls, inv.n_wires, inv.inputs, inv.outputs,
+                       inv.sources)
+    roles = gates.register_roles(op)
+    b = Builder()
+    regs: list[list[int]] = []
+    for i, role in enumerate(roles):
+        if alias[i] != i:
+            regs.append(regs[alias[i]])
+        else:
+            regs.append(b.register(role, 1 if role == "cond" else n))
+    p = gates.params(op, n, F=F, imm=imm, cc=cc)
+    relabel = gates.realize(b, op, regs, p)
+    outputs = None
+    if relabel is not None:
+        outputs = {roles[i]: tuple(ws) for i, ws in enumerate(relabel) if alias[i] == i}
+    sources = tuple(r for i, r in enumerate(roles) if alias[i] == i and r in ("a", "b"))
+    return b.build(op.name, outputs, sources)
+
+
+def realized_opcodes() -> list[Op]:
+    """Every opcode with a realization (conditions counted once per family)."""
+    from isa.table import OPS
+    return [op for op in OPS if gates.realization(op) is not None]

@@ -1,0 +1,265 @@
+"""Checking an instruction's circuit against isa/arith.py, the reference semantics.
+
+At width n a register holds the interpreter's word modulo 2**n; the reference runs
+isa.arith.execute (or isa.arith.compare for conditions) on the n-bit values sign-extended to
+64 bits and keeps the result modulo 2**n.  A rotation rotates all 64 bits, so at a width that
+divides 64 it is checked on the word that repeats the n bits 64/n times (rotating that word
+is rotating the n bits in each copy); at other widths there is no 64-bit reference for it.
+
+Both directions: the circuit is run forward on every input and compared with the reference,
+then its inverse (the gate list reversed) is run on the outputs and must give the inputs back.
+Every run also checks that ancillas came back zero and sources unchanged (rvm/hw/sim.py).
+
+Exhaustive at small widths (all 2**bits inputs when the registers have at most 24 bits, in
+chunks of 2**16); else random inputs with the edge values 0, 1, -1, min and max mixed in.
+For an update y OP= f(sources) (and a condition cond ^= c(a, b)) an exhaustive reference
+calls execute once per source value with y = 0 and combines y by the group law of the update
+(`target OP= f(sources)`, docs/machine.md), which a random sample of full calls confirms: so
+y += a*b at 8 bits needs 2**16 reference calls for its 2**24 inputs.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from isa.arith import ArithTrap, compare, execute
+from isa.gates import CONDITIONS, register_roles
+from isa.table import OP_BY_NAME, OPS, Op
+
+from .build import circuit
+from .sim import CircuitError, simulate
+
+# y OP= f(sources): the law that combines y with f (the sign of sub-families is in f)
+GROUP_LAW = {"add": "+", "sub": "+", "addi": "+", "subi": "+", "inc": "+", "dec": "+",
+             "addmul": "+", "submul": "+", "cvt": "+", "uncvt": "+", "neg": None,
+             "xor": "^", "xori": "^", "xorand": "^"}
+CHUNK = 1 << 20
+
+
+def sext(v: int, n: int) -> int:
+    v &= (1 << n) - 1
+    return v - (1 << n) if v >> (n - 1) else v
+
+
+def replicate(v: int, n: int) -> int:
+    """The 64-bit word repeating the n bits of v (n divides 64), signed."""
+    w = 0
+    for i in range(0, 64, n):
+        w |= (v & ((1 << n) - 1)) << i
+    return sext(w, 64)
+
+
+@dataclass
+class Result:
+    op: str
+    n: int
+    F: int
+    imm: int
+    cc: int
+    inputs: int
+    exhaustive: bool
+    ok: bool
+    message: str = ""
+    seconds: float = 0.0
+
+
+class Reference:
+    """isa/arith.py's semantics of one opcode at width n, on register values."""
+
+    def __init__(self, op: Op, n: int, F: int, imm: int = 0, cc: int = 0):
+        self.op, self.n, self.F, self.imm, self.cc = op, n, F, imm, cc
+        self.roles = register_roles(op)
+        self.mask = (1 << n) - 1
+        if op.family in ("rotl", "rotr") and 64 % n:
+            raise ValueError(f"{op.name} rotates 64 bits: at width {n} (not a divisor of 64) "
+                             f"isa/arith.py gives no reference")
+
+    def one(self, vals: dict[str, int]) -> dict[str, int]:
+        """Expected outputs for one input (n-bit unsigned register values)."""
+        op, n = self.op, self.n
+        if op.family in CONDITIONS:
+            c = compare(self.cc, sext(vals["a"], n), sext(vals["b"], n))
+            return {"a": vals["a"], "b": vals["b"], "cond": vals["cond"] ^ int(c)}
+        if op.family in ("rotl", "rotr"):
+            word = execute(op, [replicate(vals["y"], n), self.imm], self.F)[0]
+            if word != replicate(word, n):
+                raise AssertionError("rotation of a replicated word is not replicated")
+            return {"y": word & self.mask}
+        words, regs = [], iter(self.roles)
+        for kind in op.operands:
+            if kind in ("y", "a"):
+                words.append(sext(vals[next(regs)], n))
+            else:
+                words.append(self.imm)
+        out = execute(op, words, self.F)
+        res, regs = {}, iter(self.roles)
+        for kind, w in zip(op.operands, out):
+            if kind in ("y", "a"):
+                res[next(regs)] = w & self.mask
+        return res
+
+    def many(self, values: dict[str, np.ndarray], table: dict | None = None
+             ) -> dict[str, np.ndarray]:
+        """Expected outputs for arrays of inputs; `table` (from `source_table`) turns an
+        update y OP= f(sources) or a condition into a lookup of f and the group law."""
+        if table is not None:
+            key = np.zeros(len(values[table["target"]]), dtype=np.uint64)
+            for s in table["sources"]:
+                key = (key << np.uint64(self.n)) | values[s]
+            d = table["d"][key]
+            out = dict(values)
+            t = table["target"]
+            if table["law"] == "^":
+                out[t] = values[t] ^ d
+            else:
+                out[t] = (values[t] + d) & np.uint64(self.mask)
+            return out
+        count = len(next(iter(values.values())))
+        out = {k: np.empty(count, dtype=np.uint64) for k in values}
+        for i in range(count):
+            r = self.one({k: int(v[i]) for k, v in values.items()})
+            for k in values:
+                out[k][i] = r.get(k, int(values[k][i]))
+        return out
+
+    def source_table(self, rng: np.random.Generator) -> dict | None:
+        """For an update y OP= f(sources) (or a condition, cond ^= c(a, b)) whose sources have
+        at most 16 bits together: f for every source value, after checking the group law of
+        the update (docs/machine.md) on random full calls."""
+        fam = self.op.family
+        law = GROUP_LAW.get(fam, "^" if fam in CONDITIONS else None)
+        if law is None:
+            return None
+        target = "cond" if fam in CONDITIONS else "y"
+        sources = [r for r in self.roles if r != target]
+        n = self.n
+        if n * len(sources) > 16:
+            return None
+        size = 1 << (n * len(sources))
+        d = np.empty(size, dtype=np.uint64)
+        for k in range(size):
+            vals = {target: 0}
+            for j, s in enumerate(reversed(sources)):
+                vals[s] = (k >> (n * j)) & self.mask
+            d[k] = self.one(vals)[target]
+        tmask = 1 if target == "cond" else self.mask
+        for _ in range(256):            # the group law, on full calls
+            vals = {s: int(rng.integers(0, 1 << n)) for s in sources}
+            y = int(rng.integers(0, tmask + 1))
+            got = self.one({**vals, target: y})[target]
+            k = 0
+            for s in sources:
+                k = (k << n) | vals[s]
+            f = int(d[k])
+            want = (y + f) & self.mask if law == "+" else y ^ f
+            if got != want:
+                raise AssertionError(f"{self.op.name}: the group law fails at {target}={y} "
+                                     f"{vals}")
+        return {"d": d, "law": law, "target": target, "sources": sources}
+
+
+def _widths(op: Op, n: int) -> dict[str, int]:
+    return {r: (1 if r == "cond" else n) for r in register_roles(op)}
+
+
+def _edge_values(n: int) -> list[int]:
+    m = (1 << n) - 1
+    return [0, 1, m, 1 << (n - 1), m >> 1, 2, m - 1]
+
+
+def _inputs_exhaustive(bits: dict[str, int], start: int, count: int) -> dict[str, np.ndarray]:
+    k = np.arange(start, start + count, dtype=np.uint64)
+    out, shift = {}, 0
+    for r, w in bits.items():
+        out[r] = (k >> np.uint64(shift)) & np.uint64((1 << w) - 1)
+        shift += w
+    return out
+
+
+def _inputs_random(bits: dict[str, int], count: int, rng: np.random.Generator
+                   ) -> dict[str, np.ndarray]:
+    out = {}
+    for r, w in bits.items():
+        v = rng.integers(0, 1 << 63, count, dtype=np.uint64) << np.uint64(1)
+        v ^= rng.integers(0, 2, count, dtype=np.uint64)
+        v &= np.uint64((1 << w) - 1) if w < 64 else np.uint64(0xFFFFFFFFFFFFFFFF)
+        edges = _edge_values(w) if w > 1 else [0, 1]
+        for j, e in enumerate(edges[:count]):
+            v[(j * 7 + len(out)) % count] = e
+        out[r] = v
+    return out
+
+
+def verify(op: Op | str, n: int, F: int = 0, imm: int = 0, cc: int = 0,
+           exhaustive: bool | None = None, samples: int = 4096, seed: int = 0) -> Result:
+    """Check the circuit of `op` at width n against isa/arith.py in both directions."""
+    if isinstance(op, str):
+        op = OP_BY_NAME[op]
+    t0 = time.perf_counter()
+    bits = _widths(op, n)
+    total = sum(bits.values())
+    if exhaustive is None:
+        exhaustive = total <= 24
+    result = Result(op.name, n, F, imm, cc, 0, exhaustive, True)
+    rng = np.random.default_rng(seed)
+    try:
+        c = circuit(op, n, F=F, imm=imm, cc=cc)
+        inv = c.inverse()
+        ref = Reference(op, n, F, imm, cc)
+        table = ref.source_table(rng) if exhaustive else None
+        if exhaustive:
+            chunks = [(s, min(CHUNK, (1 << total) - s)) for s in range(0, 1 << total, CHUNK)]
+        else:
+            chunks = [(0, samples)]
+        for start, count in chunks:
+            vals = (_inputs_exhaustive(bits, start, count) if exhaustive
+                    else _inputs_random(bits, count, rng))
+            want = ref.many(vals, table)
+            got = simulate(c, vals)
+            _compare(op, "forward", vals, got, want)
+            back = simulate(inv, got)
+            _compare(op, "backward (the reversed circuit)", got, back, vals)
+            result.inputs += count
+    except (CircuitError, AssertionError, ArithTrap, ValueError) as e:
+        result.ok, result.message = False, str(e)
+    result.seconds = time.perf_counter() - t0
+    return result
+
+
+def _compare(op: Op, way: str, vals, got, want) -> None:
+    for k in want:
+        bad = np.flatnonzero(got[k] != want[k])
+        if len(bad):
+            i = int(bad[0])
+            inputs = ", ".join(f"{r}={int(v[i])}" for r, v in vals.items())
+            raise AssertionError(f"{op.name} {way}: {k} = {int(got[k][i])}, expected "
+                                 f"{int(want[k][i])} for {inputs}")
+
+
+def default_cases(op: Op, n: int, F: int) -> list[dict]:
+    """The parameter sets `rvm hw verify` tries for an opcode: every immediate (or a sample
+    at large widths), every rotation count, every comparison of int and fixed cells."""
+    from isa.functions import CMP_EQ, CMP_GE, CMP_GT, CMP_LE, CMP_LT, CMP_NE, cond_word
+    from isa.types import FIXED, INT
+
+    fam = op.family
+    if fam in CONDITIONS:
+        return [dict(cc=cond_word(c, t)) for t in (INT, FIXED)
+                for c in (CMP_EQ, CMP_NE, CMP_LT, CMP_LE, CMP_GT, CMP_GE)]
+    if fam in ("rotl", "rotr"):
+        return [dict(imm=k) for k in range(64)]
+    if fam in ("addi", "subi", "xori"):
+        if n <= 8:
+            return [dict(imm=v) for v in range(1 << n)]
+        m = (1 << n) - 1
+        return [dict(imm=v) for v in (0, 1, 3, m, 1 << (n - 1), 0x5A5A5A5A5A5A5A5A & m,
+                                      0x0123456789ABCDEF & m)]
+    uses_F = FIXED in op.types and fam in ("addmul", "submul", "cvt", "uncvt")
+    return [dict(F=F)] if uses_F else [dict()]
+
+
+def all_realized() -> list[Op]:
+    from .build import is_realized
+    return [op for op in OPS if is_realized(op)]
