@@ -1,0 +1,1 @@
+"""rvm debug: the interactive reverse debugger (engine, commands, views, CLI)."""

@@ -1,0 +1,180 @@
+"""`rvm debug`: the interactive reverse debugger, and its batch mode.
+
+    rvm debug programs/rfib.rasm n=6                 # the prompt: (rdb t=0 >)
+    rvm debug programs/rfib.rasm -x cmds.txt --batch # run a command file, print plain text
+
+Exit status: 0 when every command ran (a trap is a stop, not a failure); 1 when a command
+failed (batch mode stops at the first one, naming its line), or the program does not assemble;
+2 for bad arguments or input values.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import IO, Any, Iterable
+
+from .commands import Debugger, Quit
+from .engine import Session
+from .view import Out
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+EPILOG = """\
+At the prompt, `help` lists the commands by group (forward, reverse, time, breakpoints,
+watch, inspect, session) and `help CMD` explains one.  Stepping backward runs the inverse
+instructions: nothing is recorded, so memory does not grow with the run.
+
+examples:
+  rvm debug programs/rfib.rasm n=6
+  rvm debug programs/debug/average.rasm -x cmds.txt --batch
+  rvm debug programs/isqrt.rasm x=1000 -e 'break from2.exit' -e continue -e 'last r' --batch
+
+exit status: 0 every command ran, 1 a command failed (or the program does not assemble),
+2 usage error.
+"""
+
+
+def register(sub: Any) -> None:
+    s = sub.add_parser(
+        "debug", help="interactive reverse debugger: step forward and backward",
+        description="Debug a program forward and backward: breakpoints and watchpoints that "
+                    "stop in both directions, `last` writer of a cell, goto any step, "
+                    "bookmarks. Values are NAME=VALUE inputs.",
+        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG)
+    s.add_argument("program", help=".rasm or .rbc file")
+    s.add_argument("values", nargs="*", metavar="NAME=VALUE", help="input values")
+    s.add_argument("--inputs", "-i", metavar="FILE.json", help="input values from a JSON object")
+    s.add_argument("-x", "--command", dest="command_file", metavar="FILE",
+                   help="run the commands in FILE first (then the prompt, unless --batch)")
+    s.add_argument("-e", "--ex", dest="commands", action="append", default=[], metavar="CMD",
+                   help="run a command first (repeatable; after -x)")
+    s.add_argument("--batch", action="store_true",
+                   help="exit after the -x/-e commands; stop at the first that fails (exit 1)")
+    s.add_argument("--limit", type=_positive, metavar="N",
+                   help="no command runs more than N steps (Ctrl-C also interrupts)")
+    s.add_argument("--color", choices=("auto", "always", "never"), default="auto",
+                   help="colour and highlighting (auto: only on a terminal and without --batch)")
+    s.set_defaults(func=cmd_debug)
+
+
+def _positive(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return n
+
+
+def _tty(f: IO[str]) -> bool:
+    try:
+        return f.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def cmd_debug(a: argparse.Namespace) -> int:
+    from rvm.cli import _collect_values, _load, _set_values
+    from rvm.errors import RVMError
+
+    program = _load(a.program)
+    values = _collect_values(a.values, a.inputs)
+    color = a.color == "always" or (a.color == "auto" and not a.batch and _tty(sys.stdout)
+                                    and os.environ.get("NO_COLOR") is None
+                                    and os.environ.get("TERM") != "dumb")
+    out = Out(sys.stdout, color)
+
+    def trace(event: Any) -> None:
+        out.print(("trace: ", "magenta"), f"{event.message} " +
+                  " ".join(f"{k}={v}" for k, v in event.values.items()) + f"  (t={event.step})")
+
+    try:
+        session = Session(program, limit=a.limit, trace=trace,
+                          setup=lambda m: _set_values(m, values, at_end=False))
+    except (RVMError, ValueError, IndexError) as e:
+        from rvm.cli import UsageError
+        raise UsageError(str(e)) from None
+    interactive = _tty(sys.stdin) and not a.batch
+    dbg = Debugger(session, out, batch=not interactive,
+                   confirm=_ask if interactive else _yes(out))
+    name = a.program
+    out.print(("rvm debug", "bold"), f": {name}, {len(program.code)} instructions. "
+              "`help` lists the commands.")
+    dbg.show_position()
+
+    scripted: list[tuple[str, str]] = []
+    if a.command_file:
+        try:
+            with open(a.command_file) as f:
+                scripted += [(f"{a.command_file}:{i}", line) for i, line in enumerate(f, 1)]
+        except OSError as e:
+            from rvm.cli import UsageError
+            raise UsageError(f"cannot read the command file: {e}") from None
+    scripted += [(f"-e #{i}", c) for i, c in enumerate(a.commands, 1)]
+    try:
+        if not _run_lines(dbg, scripted, echo=True):
+            return EXIT_FAILED
+        if a.batch:
+            return EXIT_OK
+        if interactive:
+            _repl(dbg)
+            return EXIT_OK
+        # commands piped on stdin: like a command file, echoed
+        ok = _run_lines(dbg, ((f"<stdin>:{i}", line) for i, line in enumerate(sys.stdin, 1)),
+                        echo=True)
+        return EXIT_OK if ok else EXIT_FAILED
+    except Quit:
+        return EXIT_OK
+
+
+def _run_lines(dbg: Debugger, lines: Iterable[tuple[str, str]], echo: bool) -> bool:
+    for where, line in lines:
+        line = line.rstrip("\n")
+        if not line.strip() or line.strip().startswith("#"):
+            continue
+        if echo:
+            dbg.out.print(dbg.prompt() + line.strip(), style="dim" if dbg.out.color else None)
+        if not dbg.execute(line):
+            print(f"rvm debug: {where}: the command {line.strip()!r} failed", file=sys.stderr)
+            return False
+    return True
+
+
+def _repl(dbg: Debugger) -> None:
+    try:
+        import readline  # noqa: F401  (line editing and history for input())
+    except ImportError:
+        pass
+    last = ""
+    while True:
+        try:
+            line = input(dbg.prompt())
+        except EOFError:
+            dbg.out.print("")
+            return
+        except KeyboardInterrupt:
+            dbg.out.print("^C")
+            continue
+        if not line.strip():
+            line = last                     # gdb: an empty line repeats the last command
+        else:
+            last = line
+        if line.strip():
+            dbg.execute(line)
+
+
+def _ask(question: str) -> bool:
+    try:
+        answer = input(f"{question} (y or n) ")
+    except (EOFError, KeyboardInterrupt):
+        return False
+    return answer.strip().lower() in ("y", "yes")
+
+
+def _yes(out: Out):
+    def confirm(question: str) -> bool:
+        out.print(f"{question} (y or n) [answered y: not interactive]")
+        return True
+    return confirm

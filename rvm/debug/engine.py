@@ -1,0 +1,724 @@
+"""The reverse debugger's engine: moves one machine along its timeline and says why it stopped.
+
+Position.  The machine's state at step t is a point on a timeline; every command moves it
+forward (running instructions) or backward (running their inverses) and stops.  Between
+commands the machine is kept turned forward, so `pc` is always the next instruction to run
+forward ("=> the instruction about to run"), whichever way the last command went.  Stepping
+backward from t to t-1 undoes the instruction that `pc` was at t-1.
+
+Stops mean the same thing in both directions (gdb's convention): a breakpoint at an
+instruction stops where that instruction is about to run forward; a watchpoint stops right
+after the instruction that changed the cell (going backward: right after undoing it, i.e.
+just before the write).  The machine's own backward breakpoints stop before running an
+instruction's inverse, and a call is undone at the callee's `begin` (the call itself consumed
+it), so backward runs arm translated pcs and check the stop after undoing one more step.
+
+Memory stays flat: nothing is recorded per step.  `goto`, `last`, `history` and `diff` run the
+machine there and back; the only stored state is the start (t = 0) of an unforked timeline,
+one copy of the globals, used to restart when that is shorter than running back.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+import numpy as np
+
+from ..errors import Trap
+from ..machine import Machine, TraceEvent
+from ..program import Program
+from ..values import decode
+from .cells import CellError, Ref, Scope, format_value
+
+__all__ = ["Breakpoint", "Watchpoint", "Stop", "Write", "Session", "DebugError"]
+
+
+class DebugError(CellError):
+    """A command that cannot be carried out (bad location, time outside the run, ...)."""
+
+
+@dataclass
+class Breakpoint:
+    number: int
+    spec: str                   # as the user wrote it: `if2.fi`, `rfib.rasm:12`, `*7`, `rfib`
+    pcs: frozenset[int]
+    condition: str | None = None
+    enabled: bool = True
+    temporary: bool = False
+    hits: int = 0
+
+
+@dataclass
+class Watchpoint:
+    number: int
+    ref: Ref                    # the cells (absolute addresses), named as the user wrote them
+    where: str                  # "global" or the frame it was set in, e.g. "rfib (depth 3)"
+    words: list[int]            # last seen words, for old -> new
+    enabled: bool = True
+    hits: int = 0
+
+    @property
+    def addrs(self) -> list[int]:
+        return list(range(self.ref.addr, self.ref.addr + (self.ref.length or 1)))
+
+
+@dataclass
+class Change:
+    """One cell that a stop saw change: name, value before and after, the writer's pc."""
+    name: str
+    old: Any
+    new: Any
+    pc: int | None = None
+    watch: Watchpoint | None = None
+
+
+@dataclass
+class Stop:
+    """Why and where a command stopped."""
+    reason: str          # step, breakpoint, watch, finish, until, start, end, limit, goto,
+                         # trap, interrupted
+    direction: int
+    t0: int
+    t: int
+    breakpoint: Breakpoint | None = None
+    watched: list[Change] = field(default_factory=list)
+    trap: Trap | None = None
+    note: str = ""
+
+    @property
+    def steps(self) -> int:
+        return abs(self.t - self.t0)
+
+
+@dataclass
+class Write:
+    """One write of a cell, found by `last` or `history`: at step t the instruction at pc
+    changed the cell from old to new."""
+    t: int
+    pc: int
+    name: str
+    old: Any
+    new: Any
+
+
+@dataclass
+class _Target:
+    """A temporary stop of next/finish/until: pcs to arm and a test at each of them."""
+    pcs: set[int]
+    accept: Callable[[int], bool]
+    reason: str
+
+
+class Session:
+    """One program under the debugger: the machine, its stops and the user's bookmarks."""
+
+    def __init__(self, program: Program, inputs: dict[str, Any] | None = None, *,
+                 limit: int | None = None, trace: Callable[[TraceEvent], None] | None = None,
+                 setup: Callable[[Machine], None] | None = None):
+        self.program = program
+        self.m = Machine(program, trace=trace)
+        if setup is not None:
+            setup(self.m)
+        else:
+            self.m.reset(inputs or {})
+        self.limit = limit
+        self.direction = +1                  # what step/next/continue do
+        self.selected: int | None = None     # frame level chosen by up/down (None: the top)
+        self.breakpoints: dict[int, Breakpoint] = {}
+        self.watchpoints: dict[int, Watchpoint] = {}
+        self.bookmarks: dict[str, int] = {}
+        self._number = 0
+        self._armed: tuple[tuple[int, ...], tuple[int, ...]] | None = None
+        self.end_t: int | None = None        # t at the end, once a run has got there
+        self.forked_at: int | None = None    # t of the first `set` (the timeline changed)
+        self._start = self.m.mem[:program.n_globals].copy()   # the state at t = 0
+        self._static = program.static_image()
+        self._callers: dict[int, list[int]] = {}
+        self._callee: dict[int, int] = {}
+        for pc in range(len(program.code)):
+            name = program.op_at(pc).name
+            if name in ("call", "uncall"):
+                f = program.callsites[int(program.code[pc, 1])].func
+                self._callers.setdefault(f, []).append(pc)
+                self._callee[pc] = f
+
+    # ---- where the machine is -------------------------------------------------------------
+
+    @property
+    def t(self) -> int:
+        return self.m.t
+
+    @property
+    def pc(self) -> int:
+        """The next instruction to run forward."""
+        return self.m.pc
+
+    @property
+    def status(self) -> str:
+        return self.m.status
+
+    @property
+    def depth(self) -> int:
+        return self.m.depth
+
+    @property
+    def level(self) -> int | None:
+        """The selected frame level (0 = the entry function), None before entry/after exit."""
+        if self.m.depth == 0:
+            return None
+        top = self.m.depth - 1
+        return top if self.selected is None else min(self.selected, top)
+
+    def frame_pc(self, level: int | None) -> int:
+        """The pc a frame is at: the top frame's next instruction, a caller's call."""
+        if level is None or level >= self.m.depth - 1:
+            return self.pc
+        return int(self.m.core.frame(level + 1)[3])
+
+    def scope(self, level: int | None = None) -> Scope:
+        return Scope(self.m, self.level if level is None else level)
+
+    def location(self, pc: int) -> tuple[str, int, int] | None:
+        return self.program.location(pc)
+
+    def where(self, pc: int | None = None) -> str:
+        """`file:line` of an instruction (the current one by default)."""
+        loc = self.location(self.pc if pc is None else pc)
+        return f"{loc[0]}:{loc[1]}" if loc else f"pc {self.pc if pc is None else pc}"
+
+    def _normalize(self) -> None:
+        """Keep the machine turned forward between commands (see the module docstring)."""
+        if self.m.core.direction < 0:
+            self.m.core.flip()
+
+    def _back_pc(self) -> int:
+        """The instruction the machine would undo next (it differs from the forward view
+        around calls and returns)."""
+        core = self.m.core
+        if core.direction < 0:            # already turned backward (inside a run)
+            return core.pc
+        core.flip()
+        pc = core.pc
+        core.flip()
+        return pc
+
+    def _done(self, direction: int) -> bool:
+        return (self.m.status == "end" and direction > 0) or \
+            (self.m.status == "start" and direction < 0)
+
+    # ---- breakpoints and watchpoints --------------------------------------------------------
+
+    def _next_number(self) -> int:
+        self._number += 1
+        return self._number
+
+    def add_breakpoint(self, spec: str, pcs: Iterable[int], condition: str | None = None,
+                       temporary: bool = False) -> Breakpoint:
+        if condition is not None:
+            condition = condition.strip() or None
+            if condition is not None:
+                self.scope(None)._parse(condition)          # reject unreadable text now
+        bp = Breakpoint(self._next_number(), spec, frozenset(pcs), condition,
+                        temporary=temporary)
+        self.breakpoints[bp.number] = bp
+        return bp
+
+    def add_watch(self, text: str) -> Watchpoint:
+        ref = self.scope().reference(text)
+        level = self.level
+        local = level is not None and ref.addr >= self.program.n_static
+        where = "global"
+        if local:
+            f = self.program.functions[self.m.core.frame(level)[0]].name
+            where = f"{f} (depth {level + 1})"
+        wp = Watchpoint(self._next_number(), ref, where, self._words(ref))
+        self.watchpoints[wp.number] = wp
+        return wp
+
+    def delete(self, number: int) -> str:
+        if number in self.breakpoints:
+            del self.breakpoints[number]
+            return "breakpoint"
+        if number in self.watchpoints:
+            del self.watchpoints[number]
+            return "watchpoint"
+        raise DebugError(f"no breakpoint or watchpoint number {number}")
+
+    def _words(self, ref: Ref) -> list[int]:
+        n = ref.length or 1
+        return [int(w) for w in self.m.mem[ref.addr:ref.addr + n]]
+
+    def _refresh_watches(self) -> None:
+        """Take the watched cells' current values as seen (after a jump in time or a set)."""
+        for wp in self.watchpoints.values():
+            wp.words = self._words(wp.ref)
+
+    def _arm(self, pcs: Iterable[int], addrs: Iterable[int]) -> None:
+        key = (tuple(sorted(set(pcs))), tuple(addrs))
+        if key != self._armed:
+            self.m.set_breakpoints(key[0])
+            self.m.set_watch(key[1])
+            self._armed = key
+
+    def _backward_pcs(self, pcs: Iterable[int]) -> set[int]:
+        """Machine pcs to arm running backward so that no forward stop at `pcs` is missed:
+        the pc itself; for a call its callee's begin (an uncall: end), where the call is undone;
+        for a function's begin or end, the call sites, where its return is undone."""
+        out: set[int] = set()
+        program = self.program
+        for pc in pcs:
+            out.add(pc)
+            name = program.op_at(pc).name
+            if pc in self._callee:
+                f = program.functions[self._callee[pc]]
+                out.add(f.begin if name == "call" else f.end)
+            elif name in ("begin", "end"):
+                f = program.function_at(pc)
+                fi = program.functions.index(f)
+                out.update(self._callers.get(fi, ()))
+        return out
+
+    # ---- moving -------------------------------------------------------------------------
+
+    def _budget(self, n: int | None) -> tuple[int | None, str]:
+        """Steps a command may run, and the stop reason when they are used up."""
+        if n is None:
+            return self.limit, "limit"
+        if self.limit is not None and self.limit < n:
+            return self.limit, "limit"
+        return n, "step"
+
+    def run(self, direction: int, max_steps: int | None = None, *,
+            target: _Target | None = None, stops: bool = True,
+            watch: list[int] | None = None) -> Stop:
+        """Run until a stop: a user breakpoint or watchpoint (if `stops`), the target of
+        next/finish/until, a write to the `watch` addresses, the start or end, `max_steps`
+        (or the session's limit), a trap, or Ctrl-C."""
+        m = self.m
+        t0 = m.t
+        self.selected = None
+        budget, on_budget = self._budget(max_steps)
+        user: dict[int, list[Breakpoint]] = {}
+        if stops:
+            for bp in self.breakpoints.values():
+                if bp.enabled:
+                    for pc in bp.pcs:
+                        user.setdefault(pc, []).append(bp)
+        wps = [wp for wp in self.watchpoints.values() if wp.enabled] if stops else []
+        addrs = [a for wp in wps for a in wp.addrs] + list(watch or ())
+        forward_pcs = set(user) | (target.pcs if target else set())
+        back_pcs = self._backward_pcs(forward_pcs) if direction < 0 else set()
+        self._arm(forward_pcs if direction > 0 else back_pcs, addrs)
+        for wp in wps:
+            wp.words = self._words(wp.ref)
+        watch_words = [int(m.mem[a]) for a in watch or ()]
+
+        def stop(reason: str, **kw: Any) -> Stop:
+            return Stop(reason, direction, t0, m.t, **kw)
+
+        def at_pc() -> Stop | None:
+            pc = m.pc
+            if target is not None and pc in target.pcs and target.accept(pc):
+                return stop(target.reason)
+            for bp in user.get(pc, ()):
+                note = ""
+                if bp.condition is not None:
+                    try:
+                        if not self.scope(None).evaluate(bp.condition):
+                            continue
+                    except CellError as e:
+                        note = f"error in the condition {bp.condition!r}: {e}"
+                bp.hits += 1
+                if bp.temporary:
+                    del self.breakpoints[bp.number]
+                return stop("breakpoint", breakpoint=bp, note=note)
+            return None
+
+        def watch_stop(base: Stop | None) -> Stop | None:
+            pc = m.watch_hit[1]
+            changes = []
+            for wp in wps:
+                now = self._words(wp.ref)
+                if now != wp.words:
+                    for k, (a, b) in enumerate(zip(wp.words, now)):
+                        if a != b:
+                            name = wp.ref.elements()[k].name if wp.ref.length else wp.ref.name
+                            changes.append(Change(name, self._decode(wp.ref, a),
+                                                  self._decode(wp.ref, b), pc, wp))
+                    wp.words = now
+                    wp.hits += 1
+            if watch:
+                now = [int(m.mem[a]) for a in watch]
+                if now != watch_words:
+                    changes.append(Change("", None, None, pc))
+            if not changes:
+                return base
+            if base is None:
+                base = stop("watch")
+            base.watched = changes
+            return base
+
+        try:
+            while True:
+                if self._done(direction):
+                    return stop("end" if direction > 0 else "start")
+                remaining = None if budget is None else budget - abs(m.t - t0)
+                if remaining is not None and remaining <= 0:
+                    return stop(on_budget)
+                if direction > 0:
+                    rc = m.advance(+1, remaining)
+                    if rc == "break":
+                        s = at_pc()
+                        if s is not None:
+                            return s
+                        continue
+                elif self._back_pc() in back_pcs:
+                    # undo the instruction, then see whether the forward view stops here
+                    rc = m.advance(-1, 1)
+                    self._normalize()
+                    s = at_pc() if m.pc in forward_pcs else None
+                    s = watch_stop(s) if rc == "watch" else s
+                    if s is not None:
+                        return s
+                    continue
+                else:
+                    rc = m.advance(-1, remaining)
+                    if rc == "break":
+                        continue
+                if rc == "watch":
+                    s = watch_stop(None)
+                    if s is not None:
+                        return s
+                    continue
+                if rc == "limit":
+                    return stop(on_budget)
+                # 'boundary': the loop's first test names it
+        except Trap as e:
+            self._normalize()
+            return stop("trap", trap=e)
+        except KeyboardInterrupt:
+            self._normalize()
+            return stop("interrupted")
+        finally:
+            self._normalize()
+            if m.status == "end":
+                self.end_t = m.t
+
+    def _decode(self, ref: Ref, word: int) -> Any:
+        return word if ref.type is None else decode(ref.type, word, self.program.fraction_bits)
+
+    def step(self, n: int = 1, direction: int = +1) -> Stop:
+        """`n` instructions (calls are entered)."""
+        return self.run(direction, n)
+
+    def next(self, n: int = 1, direction: int = +1) -> Stop:
+        """`n` instructions of this frame: a call runs as one step."""
+        s = None
+        t0 = self.t
+        for _ in range(n):
+            d = self.depth
+            s = self.run(direction, 1)
+            if s.reason == "step" and self.depth > d:
+                s = self.finish(self.depth - 1, direction, reason="step")
+            if s.reason != "step":
+                break
+        assert s is not None
+        s.t0 = t0
+        return s
+
+    def finish(self, level: int | None = None, direction: int = +1,
+               reason: str = "finish") -> Stop:
+        """Run until frame `level` (default: the selected one) returns to its caller
+        (backward: until just before its call)."""
+        if level is None:
+            level = self.level
+        if level is None or level == 0:
+            return self.run(direction)          # the entry function: to the end / start
+        core = self.m.core
+        ret_pc = int(core.frame(level)[3])
+        if direction > 0:
+            back = ret_pc + int(core.frame(level - 1)[4])   # the caller's next instruction
+        else:
+            back = ret_pc                                   # just before the call
+        target = _Target({back}, lambda pc: self.depth <= level, reason)
+        return self.run(direction, target=target)
+
+    def until(self, pcs: set[int] | None = None, direction: int = +1) -> Stop:
+        """Run to one of `pcs` (any frame); without pcs, to a later line of this frame
+        (an earlier one going backward), e.g. past the end of a loop.  Stops too when the
+        frame returns."""
+        level = self.level
+        if level is None:
+            return self.run(direction)
+        depth = level + 1
+        if pcs is None:
+            func = self.program.function_at(self.pc)
+            here = self.location(self.pc)
+            pcs = set()
+            if func is not None and here is not None:
+                for pc in range(func.begin, func.end + 1):
+                    loc = self.location(pc)
+                    if loc and loc[0] == here[0] and (loc[1] - here[1]) * direction > 0:
+                        pcs.add(pc)
+            local = frozenset(pcs)
+
+            def accept(pc: int) -> bool:
+                return self.depth < depth or (self.depth == depth and pc in local)
+        else:
+            wanted = frozenset(pcs)
+
+            def accept(pc: int) -> bool:
+                return pc in wanted or self.depth < depth
+        core = self.m.core
+        if level > 0:
+            ret_pc = int(core.frame(level)[3])
+            pcs = set(pcs) | {ret_pc + int(core.frame(level - 1)[4]) if direction > 0
+                              else ret_pc}
+        return self.run(direction, target=_Target(set(pcs), accept, "until"))
+
+    # ---- time travel ----------------------------------------------------------------------
+
+    def _restart(self) -> None:
+        """Back to t = 0 of an unforked timeline from the stored start state."""
+        self.m.core.reset(False)
+        self.m.mem[:self.program.n_globals] = self._start
+        self._armed = None
+        self.m.set_breakpoints([])
+        self.m.set_watch([])
+        self._armed = ((), ())
+
+    def goto(self, t: int | str) -> Stop:
+        """Go to step t (ignoring breakpoints): an int, 'start' or 'end'."""
+        m = self.m
+        t0 = m.t
+        self._arm((), ())
+        self.selected = None
+        try:
+            if t == "end":
+                budget = self.limit
+                m.step(budget if budget is not None else 1 << 62, +1)
+                reason = "end" if m.status == "end" else "limit"
+            else:
+                t = 0 if t == "start" else int(t)
+                if t < 0 and self.forked_at is None:
+                    raise DebugError(f"t={t} is before the start (t=0)")
+                if self.end_t is not None and t > self.end_t and self.forked_at is None:
+                    raise DebugError(f"t={t} is after the end of the run (t={self.end_t})")
+                if self.forked_at is None and 0 <= t < abs(t - m.t):
+                    self._restart()              # nearer from the start than from here
+                n = t - m.t
+                if self.limit is not None and abs(n) > self.limit:
+                    raise DebugError(f"t={t} is {abs(n)} steps away, more than --limit "
+                                     f"{self.limit}")
+                m.step(abs(n), +1 if n >= 0 else -1)
+                reason = "goto"
+                if m.t != t:
+                    where = "ends" if n > 0 else "starts"
+                    reason = "end" if n > 0 else "start"
+                    self._normalize()
+                    return Stop(reason, 1 if n >= 0 else -1, t0, m.t,
+                                note=f"the run {where} at t={m.t}")
+        except Trap as e:
+            self._normalize()
+            return Stop("trap", 1, t0, m.t, trap=e)
+        except KeyboardInterrupt:
+            self._normalize()
+            return Stop("interrupted", 1, t0, m.t)
+        finally:
+            self._normalize()
+            self._refresh_watches()
+            if m.status == "end":
+                self.end_t = m.t
+        return Stop(reason, 1 if m.t >= t0 else -1, t0, m.t)
+
+    def _go_back_to(self, t: int) -> None:
+        """Return to t after a search (`last`, `history`, `diff`)."""
+        if self.m.t != t:
+            s = self.goto(t)
+            if s.t != t:
+                raise DebugError(f"could not return to t={t}: {s.trap or s.note or s.reason}")
+        self._refresh_watches()
+
+    def _frame_target(self, ref: Ref) -> _Target | None:
+        """For a frame cell: the entry of its frame, where searching backward must end
+        (before it the cell belonged to no frame or to another call)."""
+        if ref.addr < self.program.n_static or self.level is None:
+            return None
+        core = self.m.core
+        for level in range(self.m.depth - 1, -1, -1):
+            fi, fp = core.frame(level)[:2]
+            if fp <= ref.addr < fp + self.program.functions[fi].frame_size:
+                if level == 0:
+                    return None
+                ret_pc = int(core.frame(level)[3])
+                return _Target({ret_pc}, lambda pc, lv=level: self.depth <= lv, "entry")
+        return None
+
+    def last(self, text: str) -> tuple[Write | None, Stop]:
+        """Run back to the most recent write of a cell (or any cell of an array/slice)."""
+        ref = self.scope().reference(text)
+        addrs = list(range(ref.addr, ref.addr + (ref.length or 1)))
+        after = self._words(ref)
+        t0 = self.t
+        s = self.run(-1, target=self._frame_target(ref), stops=False, watch=addrs)
+        if s.reason != "watch":
+            if s.reason in ("start", "entry", "limit", "interrupted"):
+                self._go_back_to(t0)
+                s.t = self.t
+            return None, s
+        before = self._words(ref)
+        k = next(i for i, (a, b) in enumerate(zip(before, after)) if a != b)
+        name = ref.elements()[k].name if ref.length else ref.name
+        pc = s.watched[0].pc
+        assert pc is not None
+        return Write(self.t, pc, name, self._decode(ref, before[k]),
+                     self._decode(ref, after[k])), s
+
+    def history(self, text: str, count: int = 20) -> tuple[list[Write], bool, Stop]:
+        """The last `count` writes of a cell before now, oldest first, and whether there are
+        earlier ones.  The machine runs back through them and returns."""
+        ref = self.scope().reference(text)
+        addrs = list(range(ref.addr, ref.addr + (ref.length or 1)))
+        target = self._frame_target(ref)
+        t0 = self.t
+        writes: list[Write] = []
+        more = False
+        after = self._words(ref)
+        s = None
+        try:
+            while True:
+                s = self.run(-1, target=target, stops=False, watch=addrs)
+                if s.reason != "watch":
+                    break
+                if len(writes) == count:
+                    more = True
+                    break
+                before = self._words(ref)
+                pc = s.watched[0].pc
+                for k, (a, b) in enumerate(zip(before, after)):
+                    if a != b:
+                        name = ref.elements()[k].name if ref.length else ref.name
+                        writes.append(Write(self.t, pc, name, self._decode(ref, a),
+                                            self._decode(ref, b)))
+                after = before
+        finally:
+            self._go_back_to(t0)
+        writes.reverse()
+        assert s is not None
+        return writes, more, s
+
+    # ---- states ---------------------------------------------------------------------------
+
+    def cells(self) -> dict[str, tuple[Ref, int]]:
+        """Every named cell of the state: globals, then each frame's locals by
+        `function#depth.name`; name -> (ref of the cell, word)."""
+        out: dict[str, tuple[Ref, int]] = {}
+        mem = self.m.mem
+        for g in self.program.globals:
+            for r in Ref(g.name, g.type, g.addr, g.length).elements():
+                out[r.name] = (r, int(mem[r.addr]))
+        core = self.m.core
+        for level in range(self.m.depth):
+            fi, fp = core.frame(level)[:2]
+            f = self.program.functions[fi]
+            for loc in f.locals:
+                for r in Ref(loc.name, loc.type, fp + loc.offset, loc.length).elements():
+                    key = f"{f.name}#{level + 1}.{r.name}@{loc.offset}"
+                    out[key] = (r, int(mem[r.addr]))
+        return out
+
+    def snapshot(self) -> dict[str, Any]:
+        """What `diff` compares: position, every named cell, the value stack."""
+        return {"t": self.t, "pc": self.pc, "depth": self.depth, "cells": self.cells(),
+                "stack": [int(w) for w in self.m.stack()]}
+
+    def diff(self, t1: int | str, t2: int | str) -> tuple[dict, dict]:
+        """The states at two steps (the machine goes there and comes back)."""
+        t0 = self.t
+        try:
+            out = []
+            for t in (t1, t2):
+                s = self.goto(t)
+                if s.reason not in ("goto", "end") or (t not in ("end",) and s.t != (
+                        0 if t == "start" else t)):
+                    raise DebugError(f"cannot reach t={t}: {s.trap or s.note or s.reason}")
+                out.append(self.snapshot())
+        finally:
+            self._go_back_to(t0)
+        return out[0], out[1]
+
+    def set_cell(self, text: str, value_text: str) -> tuple[Ref, Any, Any]:
+        """Write a cell (forks the timeline: the past and future change; later bookmarks are
+        dropped).  Returns (ref, old value, new value)."""
+        scope = self.scope()
+        ref = scope.reference(text)
+        value = scope.value_for_store(value_text)
+        old = scope.value(ref)
+        scope.store(ref, value)
+        new = scope.value(ref)
+        if self.forked_at is None:
+            self.forked_at = self.t
+        self.end_t = None
+        for name, t in list(self.bookmarks.items()):
+            if t > self.t:
+                del self.bookmarks[name]
+        self._refresh_watches()
+        return ref, old, new
+
+    # ---- naming what changed --------------------------------------------------------------
+
+    def capture(self) -> tuple[np.ndarray, int, list]:
+        """Memory in use now (static cells and live frames), to name what a command changed."""
+        top = self.m.core.frame_top
+        return self.m.mem[:top].copy(), self.depth, self._frame_table()
+
+    def _frame_table(self) -> list[tuple[int, int, int]]:
+        core = self.m.core
+        return [(level, *core.frame(level)[:2]) for level in range(self.m.depth)]
+
+    def changes(self, before: tuple[np.ndarray, int, list], limit: int = 8
+                ) -> tuple[list[Change], int]:
+        """Cells whose words differ from `before`: up to `limit` named changes and the
+        total number."""
+        words, _, frames_before = before
+        mem = self.m.mem
+        top = max(len(words), self.m.core.frame_top)
+        now = mem[:top]
+        old = np.zeros(top, dtype=np.int64)
+        old[:len(words)] = words
+        diff = np.flatnonzero(now != old)
+        out = []
+        for addr in diff[:limit]:
+            addr = int(addr)
+            ref = self._owner(addr, self._frame_table()) or self._owner(addr, frames_before)
+            if ref is None:
+                out.append(Change(f"@{addr}", int(old[addr]), int(now[addr])))
+            else:
+                out.append(Change(ref.name, self._decode(ref, int(old[addr])),
+                                  self._decode(ref, int(now[addr]))))
+        return out, len(diff)
+
+    def _owner(self, addr: int, frames: list[tuple[int, int, int]]) -> Ref | None:
+        """The named cell at an absolute address: a global, or a local of a frame (named
+        plainly in the top frame, `f#depth.name` in the others)."""
+        program = self.program
+        if addr < program.n_static:
+            for g in program.globals:
+                if g.addr <= addr < g.addr + g.size:
+                    r = Ref(g.name, g.type, g.addr, g.length)
+                    return r.elements()[addr - g.addr] if g.length else r
+            return None
+        top = self.m.depth - 1
+        for level, fi, fp in reversed(frames):
+            f = program.functions[fi]
+            if fp <= addr < fp + f.frame_size:
+                for loc in f.locals:
+                    n = loc.length or 1
+                    if fp + loc.offset <= addr < fp + loc.offset + n:
+                        name = loc.name if level == top else f"{f.name}#{level + 1}.{loc.name}"
+                        r = Ref(name, loc.type, fp + loc.offset, loc.length)
+                        return r.elements()[addr - r.addr] if loc.length else r
+        return None
+
+    def describe(self, value: Any) -> str:
+        return format_value(value)
