@@ -1,0 +1,126 @@
+"""Run one case of a task in every peer: build, warm up, check the gradient, time, probe memory.
+
+The reference gradient is rvm's when rvm's gradient API is there, else the C hand adjoint's;
+a peer whose gradient disagrees is listed as WRONG and its time does not count.
+"""
+from __future__ import annotations
+
+import time
+import traceback
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable
+
+from .common import PEERS, GradDict, Impl, Skip, compare, measure, peak_growth, peer_missing
+
+
+@dataclass
+class Row:
+    task: str
+    case: str                     # e.g. "n=10^6"
+    size: float                   # the case's size parameter (n, N, ...) for charts
+    peer: str
+    forward_s: float | None = None
+    grad_s: float | None = None
+    compile_s: float | None = None   # first call minus a steady call (jit peers)
+    mem_bytes: int | None = None     # peak RSS growth during one gradient call
+    check: str = ""                  # "ref", "ok", "WRONG: ...", "" (no gradient)
+    note: str = ""
+    iterations: int | None = None    # loop iterations, for ns/iteration
+    samples: int = 0
+
+    @property
+    def counts(self) -> bool:
+        return self.grad_s is not None and self.check in ("ref", "ok")
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Ctx:
+    quick: bool
+    repeat: int
+    min_sample: float         # seconds per timing sample
+    max_call: float           # skip a peer whose projected single gradient exceeds this
+    max_total: float          # time budget per (peer, case) measurement
+    peers: set[str]
+    log: Callable[[str], None]
+    history: dict[tuple[str, str], tuple[float, float]] = field(default_factory=dict)
+
+
+def run_case(ctx: Ctx, task: str, case: str, size: float, factories: dict[str, Callable[[], Impl]],
+             *, rtol: float = 1e-9, atol: float = 1e-12, exact: GradDict | None = None,
+             growth: float = 1.0, iterations: int | None = None) -> list[Row]:
+    """One row per peer of `factories` (in PEERS order).  `growth` is the exponent of the cost
+    in `size`, used to skip peers whose projected time from a smaller case is over budget;
+    `exact` (if known) checks the reference gradient itself."""
+    rows: list[Row] = []
+    ref: GradDict | None = None
+    for peer in PEERS:
+        if peer not in factories or peer not in ctx.peers:
+            continue
+        row = Row(task, case, size, peer, iterations=iterations)
+        rows.append(row)
+        why = peer_missing(peer)
+        if why:
+            row.note = why
+            continue
+        last = ctx.history.get((task, peer))
+        if last is not None and last[0] < size:
+            proj = last[1] * (size / last[0]) ** growth
+            if proj > ctx.max_call:
+                row.note = f"skipped: one call would take ~{proj:.3g} s (limit {ctx.max_call:g} s)"
+                continue
+        ctx.log(f"{task} {case}: {peer}")
+        try:
+            impl = factories[peer]()
+            ref = _run_peer(ctx, row, impl, ref, rtol, atol, exact)
+        except Skip as s:
+            row.note = str(s)
+        except Exception as e:   # a peer failing must not stop the other peers
+            row.note = f"error: {type(e).__name__}: {e}".splitlines()[0][:160]
+            ctx.log(traceback.format_exc(limit=3))
+        cost = row.grad_s if row.grad_s is not None else row.forward_s
+        if cost is not None:
+            ctx.history[(task, peer)] = (size, cost)
+    return rows
+
+
+def _run_peer(ctx: Ctx, row: Row, impl: Impl, ref: GradDict | None, rtol: float, atol: float,
+              exact: GradDict | None) -> GradDict | None:
+    row.note = impl.note
+    if impl.forward is not None:
+        t0 = time.perf_counter()
+        impl.forward()
+        first = time.perf_counter() - t0
+        tm = measure(impl.forward, impl.forward_loop, repeat=ctx.repeat, min_sample=ctx.min_sample,
+                     max_total=ctx.max_total, first=first)
+        row.forward_s = tm.median
+    if impl.grad is None:
+        return ref
+    t0 = time.perf_counter()
+    g = impl.grad()
+    first = time.perf_counter() - t0
+    if ref is None and row.peer in ("rvm", "C"):
+        ref, row.check = g, "ref"
+        if exact is not None:
+            bad = compare(g, exact, rtol, atol)
+            if bad:
+                row.check = f"WRONG (vs exact): {bad}"
+                ref = exact   # judge the other peers by the exact values instead
+    else:
+        check_against = ref if ref is not None else exact
+        if check_against is None:
+            row.check = "unchecked"
+        else:
+            bad = compare(g, check_against, rtol, atol)
+            row.check = "ok" if bad is None else f"WRONG: {bad}"
+    if row.check not in ("ref", "ok", "unchecked"):
+        return ref      # its time does not count
+    tm = measure(impl.grad, impl.grad_loop, repeat=ctx.repeat, min_sample=ctx.min_sample,
+                 max_total=ctx.max_total, first=first)
+    row.grad_s, row.samples = tm.median, tm.samples
+    if impl.jit:
+        row.compile_s = max(0.0, first - tm.median)
+    row.mem_bytes = peak_growth(impl.grad)
+    return ref

@@ -1,0 +1,54 @@
+"""rvm as a peer: forward runs on one Machine, gradients through rvm.grad_fn (one machine
+reused per call, so per-call overhead is what a user would pay in a training loop)."""
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Callable
+
+from .common import ROOT, Impl, rvm_grad_missing
+
+
+@lru_cache(maxsize=None)
+def program(path_or_text: str) -> Any:
+    import rvm
+    p = ROOT / path_or_text
+    return rvm.assemble(str(p)) if p.is_file() else rvm.assemble(path_or_text)
+
+
+def impl(prog: Any, inputs: dict[str, Any], of: str, wrt: list[str],
+         second: bool = False) -> Impl:
+    """Forward = reset + run on one Machine; gradient = grad_fn(inputs) (or, with `second`,
+    the Hessian of `of` wrt the single name in `wrt`, returned as {name: value})."""
+    import rvm
+    m = rvm.Machine(prog)
+
+    def forward() -> None:
+        m.reset(inputs)
+        m.run()
+
+    grad: Callable[[], dict[str, Any]] | None = None
+    note = ""
+    missing = rvm_grad_missing()
+    if missing:
+        note = missing
+    elif second:
+        if not hasattr(rvm, "hessian"):
+            note = "rvm gradient: rvm.hessian not available"
+        else:
+            name = wrt[0]
+
+            def grad() -> dict[str, Any]:
+                h = rvm.hessian(prog, of=of, wrt=wrt, inputs=inputs)
+                return {name: float(h.reshape(-1)[0])}
+    else:
+        f = rvm.grad_fn(prog, of=of, wrt=wrt)
+
+        def grad() -> dict[str, Any]:
+            return f(inputs)
+    return Impl(forward, grad, note=note)
+
+
+def program_path(rel: str) -> Path | None:
+    p = ROOT / rel
+    return p if p.is_file() else None

@@ -1,0 +1,133 @@
+"""T3: peak memory of T1's gradient, one fresh process per (peer, n).
+
+The child imports the peer, builds T1 for n (the same code as T1), records its resident set
+before the gradient, runs one gradient, checks it (d/d one = n) and prints one JSON line with
+ru_maxrss.  The parent skips a cell whose projected memory or time (extrapolated from the
+smaller n of the same peer) is over budget, so a tape-based peer cannot exhaust the shared
+machine.
+
+    python -m peers.t3_memory PEER N        (child; run from benchmarks/)
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from typing import Callable
+
+from .common import HERE, ROOT, THREAD_ENV, peer_missing, rvm_grad_missing
+from .report import MemRow
+
+PEERS = ("rvm", "torch", "autograd", "jax")
+
+
+def sizes(quick: bool) -> list[int]:
+    return [10**4, 10**6] if quick else [10**4, 10**5, 10**6, 10**7]
+
+
+def _available_bytes() -> int:
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 1 << 33
+
+
+def run(quick: bool, peers: set[str], log: Callable[[str], None], max_mem: float,
+        max_seconds: float) -> list[MemRow]:
+    rows: list[MemRow] = []
+    env = dict(os.environ, **THREAD_ENV)
+    env["PYTHONPATH"] = os.pathsep.join([str(HERE.parent), str(ROOT), env.get("PYTHONPATH", "")])
+    for peer in PEERS:
+        if peer not in peers:
+            continue
+        why = peer_missing(peer) or (rvm_grad_missing() if peer == "rvm" else None)
+        done: list[MemRow] = []
+        for n in sizes(quick):
+            row = MemRow(peer, n)
+            rows.append(row)
+            if why:
+                row.note = why
+                continue
+            note = _over_budget(done, n, max_mem, max_seconds)
+            if note:
+                row.note = note
+                continue
+            log(f"T3 {peer} n={n:.0e} (fresh process)")
+            try:
+                r = subprocess.run([sys.executable, "-m", "peers.t3_memory", peer, str(n)],
+                                   capture_output=True, text=True, env=env, cwd=str(HERE.parent),
+                                   timeout=max(60.0, 4 * max_seconds))
+            except subprocess.TimeoutExpired:
+                row.note = "timed out"
+                continue
+            lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
+            if r.returncode != 0 or not lines:
+                tail = (r.stderr.strip().splitlines() or [f"exit {r.returncode}"])[-1]
+                row.note = f"child failed: {tail[:120]}"
+                continue
+            d = json.loads(lines[-1])
+            row.peak_bytes, row.base_bytes = d["peak"], d["base"]
+            row.seconds, row.check = d["seconds"], d["check"]
+            done.append(row)
+    return rows
+
+
+def _over_budget(done: list[MemRow], n: int, max_mem: float, max_seconds: float) -> str | None:
+    """Extrapolate growth and time linearly in n from the largest measured size."""
+    if not done:
+        return None
+    last = done[-1]
+    per_step = last.growth / last.n if last.growth is not None else 0.0
+    if len(done) >= 2 and done[-2].growth is not None and last.growth is not None:
+        per_step = max(0.0, (last.growth - done[-2].growth) / (last.n - done[-2].n))
+    mem = (last.growth or 0) + per_step * (n - last.n)
+    secs = (last.seconds or 0.0) * n / last.n
+    limit = min(max_mem, _available_bytes() / 3)
+    if mem > limit:
+        return (f"skipped: would need ~{mem / 2**30:.1f} GB ({per_step:.0f} B/step), "
+                f"limit {limit / 2**30:.1f} GB")
+    if secs > max_seconds:
+        return f"skipped: would take ~{secs:.0f} s (limit {max_seconds:g} s)"
+    return None
+
+
+def _rss() -> int:
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def child(peer: str, n: int) -> None:
+    import resource
+
+    from . import t1_accumulate as t1
+    from .common import compare
+
+    warm = t1.FACTORIES[peer](10)   # import-time and first-call set-up (autograd engine,
+    if warm.grad is not None:       # jit machinery) belongs to the baseline, not to n
+        warm.grad()
+    impl = t1.FACTORIES[peer](n)
+    if impl.grad is None:
+        raise SystemExit(impl.note or "no gradient")
+    base = _rss()
+    t0 = time.perf_counter()
+    g = impl.grad()
+    secs = time.perf_counter() - t0
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    bad = compare(g, t1.exact(n), rtol=1e-12, atol=0.0)
+    print(json.dumps({"peak": peak, "base": base, "seconds": secs,
+                      "check": "ok" if bad is None else f"WRONG: {bad}"}))
+
+
+if __name__ == "__main__":
+    for k, v in THREAD_ENV.items():
+        os.environ.setdefault(k, v)
+    child(sys.argv[1], int(sys.argv[2]))
