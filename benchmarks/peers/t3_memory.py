@@ -59,16 +59,16 @@ def run(quick: bool, peers: set[str], log: Callable[[str], None], max_mem: float
                 row.note = note
                 continue
             log(f"T3 {peer} n={n:.0e} (fresh process)")
-            try:
-                r = subprocess.run([sys.executable, "-m", "peers.t3_memory", peer, str(n)],
-                                   capture_output=True, text=True, env=env, cwd=str(HERE.parent),
-                                   timeout=max(60.0, 4 * max_seconds))
-            except subprocess.TimeoutExpired:
-                row.note = "timed out"
+            limit = min(max_mem, _available_bytes() / 3)
+            code, out, errtext, killed = _watch([sys.executable, "-m", "peers.t3_memory", peer,
+                                                 str(n)], env, limit, max(60.0, 4 * max_seconds))
+            if killed:
+                row.note = killed
+                why = f"skipped: a smaller n was stopped ({killed})"
                 continue
-            lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
-            if r.returncode != 0 or not lines:
-                tail = (r.stderr.strip().splitlines() or [f"exit {r.returncode}"])[-1]
+            lines = [ln for ln in out.splitlines() if ln.startswith("{")]
+            if code != 0 or not lines:
+                tail = (errtext.strip().splitlines() or [f"exit {code}"])[-1]
                 row.note = f"child failed: {tail[:120]}"
                 continue
             d = json.loads(lines[-1])
@@ -78,12 +78,48 @@ def run(quick: bool, peers: set[str], log: Callable[[str], None], max_mem: float
     return rows
 
 
+def _watch(cmd: list[str], env: dict[str, str], limit: float,
+           timeout: float) -> tuple[int, str, str, str | None]:
+    """Run the child, polling its resident set: it is killed past `limit` bytes (a tape-based
+    peer can grow by GBs, and the machine is shared) or past `timeout` seconds."""
+    import tempfile
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        p = subprocess.Popen(cmd, stdout=out, stderr=err, env=env, cwd=str(HERE.parent))
+        t0 = time.monotonic()
+        killed = None
+        while p.poll() is None:
+            rss = _rss_of(p.pid)
+            if rss > limit:
+                killed = f"killed at {rss / 2**30:.1f} GB RSS (limit {limit / 2**30:.1f} GB)"
+            elif time.monotonic() - t0 > timeout:
+                killed = f"killed after {timeout:.0f} s"
+            if killed:
+                p.kill()
+                p.wait()
+                break
+            time.sleep(0.05)
+        out.seek(0)
+        err.seek(0)
+        return p.returncode, out.read(), err.read(), killed
+
+
+def _rss_of(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
 def _over_budget(done: list[MemRow], n: int, max_mem: float, max_seconds: float) -> str | None:
     """Extrapolate growth and time linearly in n from the largest measured size."""
     if not done:
         return None
     last = done[-1]
-    per_step = last.growth / last.n if last.growth is not None else 0.0
+    per_step = 0.0      # one size mixes fixed set-up memory (jit compile) into any slope
     if len(done) >= 2 and done[-2].growth is not None and last.growth is not None:
         per_step = max(0.0, (last.growth - done[-2].growth) / (last.n - done[-2].n))
     mem = (last.growth or 0) + per_step * (n - last.n)
