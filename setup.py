@@ -10,11 +10,13 @@ from setuptools import Extension, setup
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+from isa.derivatives import generate_header  # noqa: E402
 from isa.table import generate_pxi  # noqa: E402
 
 # generated file (relative to this directory) -> function returning its text
 GENERATED = {
     "rvm/_opcodes.pxi": generate_pxi,
+    "rvm/_deriv.h": generate_header,
 }
 for rel, generate in GENERATED.items():
     path = os.path.join(HERE, rel)
@@ -30,6 +32,7 @@ DIRECTIVES = {"boundscheck": False, "wraparound": False, "cdivision": True,
 core = Extension(
     "rvm._core",
     ["rvm/_core.pyx"],
+    depends=["rvm/_arith.h", "rvm/_dual.h", "rvm/_deriv.h", "rvm/_opcodes.pxi"],
     include_dirs=[numpy.get_include(), os.path.join(HERE, "rvm")],
     # -fwrapv: int cells wrap by definition; -ffp-contract=off: no fused multiply-add, so float
     # results match isa/arith.py bit for bit.

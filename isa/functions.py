@@ -2,7 +2,8 @@
 
 Each function is declared once: its id in bytecode, the cell types it exists for, its value on
 floats (the machine evaluates fixed-point f through binary64 and rounds half to even), and its
-partial derivatives (used by the AD rules).  Derivatives are functions of the sources' values.
+partial derivatives as expressions (isa/expr.py) over the sources' values, from which
+isa/derivatives.py builds the tangent, adjoint and Hessian rules.
 """
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import math
 from dataclasses import dataclass
 from typing import Callable
 
+from .expr import evaluate
 from .types import FIXED, FLOAT, INT, NumType
 
 
@@ -20,8 +22,17 @@ class Fn:
     arity: int
     types: tuple[NumType, ...]
     value: Callable[..., float]
-    derivs: tuple[Callable[..., float], ...]
+    derivs: tuple[str, ...]     # partial derivative per argument, in the language of isa/expr.py
     doc: str
+
+    @property
+    def args(self) -> tuple[str, ...]:
+        """Argument names the derivative expressions use."""
+        return ("x",) if self.arity == 1 else ("a", "b")
+
+    def partial(self, k: int, *args: float) -> float:
+        """Value of the partial derivative with respect to argument k at `args`."""
+        return evaluate(self.derivs[k], dict(zip(self.args, args)))
 
 
 def _sigmoid(x: float) -> float:
@@ -29,33 +40,31 @@ def _sigmoid(x: float) -> float:
 
 
 FN1: tuple[Fn, ...] = (
-    Fn(0, "sqrt", 1, (INT, FIXED, FLOAT), math.sqrt, (lambda x: 0.5 / math.sqrt(x),),
+    Fn(0, "sqrt", 1, (INT, FIXED, FLOAT), math.sqrt, ("0.5 / sqrt(x)",),
        "square root; x >= 0 (int: floor of the square root)"),
-    Fn(1, "exp", 1, (FIXED, FLOAT), math.exp, (math.exp,), "e**x"),
-    Fn(2, "log", 1, (FIXED, FLOAT), math.log, (lambda x: 1.0 / x,), "natural log; x > 0"),
-    Fn(3, "sin", 1, (FIXED, FLOAT), math.sin, (math.cos,), "sine"),
-    Fn(4, "cos", 1, (FIXED, FLOAT), math.cos, (lambda x: -math.sin(x),), "cosine"),
-    Fn(5, "tan", 1, (FIXED, FLOAT), math.tan, (lambda x: 1.0 / math.cos(x) ** 2,), "tangent"),
-    Fn(6, "atan", 1, (FIXED, FLOAT), math.atan, (lambda x: 1.0 / (1.0 + x * x),), "arc tangent"),
-    Fn(7, "tanh", 1, (FIXED, FLOAT), math.tanh, (lambda x: 1.0 - math.tanh(x) ** 2,),
+    Fn(1, "exp", 1, (FIXED, FLOAT), math.exp, ("exp(x)",), "e**x"),
+    Fn(2, "log", 1, (FIXED, FLOAT), math.log, ("1 / x",), "natural log; x > 0"),
+    Fn(3, "sin", 1, (FIXED, FLOAT), math.sin, ("cos(x)",), "sine"),
+    Fn(4, "cos", 1, (FIXED, FLOAT), math.cos, ("-sin(x)",), "cosine"),
+    Fn(5, "tan", 1, (FIXED, FLOAT), math.tan, ("1 / (cos(x) * cos(x))",), "tangent"),
+    Fn(6, "atan", 1, (FIXED, FLOAT), math.atan, ("1 / (1 + x * x)",), "arc tangent"),
+    Fn(7, "tanh", 1, (FIXED, FLOAT), math.tanh, ("1 - tanh(x) * tanh(x)",),
        "hyperbolic tangent"),
-    Fn(8, "abs", 1, (INT, FIXED, FLOAT), abs, (lambda x: math.copysign(1.0, x) if x else 0.0,),
-       "absolute value (derivative 0 at 0)"),
-    Fn(9, "sigmoid", 1, (FIXED, FLOAT), _sigmoid,
-       (lambda x: _sigmoid(x) * (1.0 - _sigmoid(x)),), "logistic 1/(1+e**-x)"),
+    Fn(8, "abs", 1, (INT, FIXED, FLOAT), abs, ("sign(x)",), "absolute value (derivative 0 at 0)"),
+    Fn(9, "sigmoid", 1, (FIXED, FLOAT), _sigmoid, ("sigmoid(x) * (1 - sigmoid(x))",),
+       "logistic 1/(1+e**-x)"),
 )
 
 FN2: tuple[Fn, ...] = (
+    # at a == 0, d/da is the one-sided limit 0 (b > 1), 1 (b == 1) or inf (b < 1)
     Fn(0, "pow", 2, (FIXED, FLOAT), math.pow,
-       (lambda a, b: b * math.pow(a, b - 1.0) if a != 0.0 else (0.0 if b > 1.0 else (1.0 if b == 1.0 else math.inf)),
-        lambda a, b: math.pow(a, b) * math.log(a) if a > 0.0 else 0.0),
+       ("b * pow(a, b - 1) if b != 0 else 0",
+        "pow(a, b) * log(a) if a > 0 else 0"),
        "a**b; a > 0, or a == 0 with b > 0, or integral b"),
     Fn(1, "atan2", 2, (FIXED, FLOAT), math.atan2,
-       (lambda a, b: b / (a * a + b * b), lambda a, b: -a / (a * a + b * b)),
-       "angle of the point (b, a)"),
+       ("b / (a * a + b * b)", "-a / (a * a + b * b)"), "angle of the point (b, a)"),
     Fn(2, "hypot", 2, (FIXED, FLOAT), math.hypot,
-       (lambda a, b: a / math.hypot(a, b), lambda a, b: b / math.hypot(a, b)),
-       "sqrt(a*a + b*b)"),
+       ("a / hypot(a, b)", "b / hypot(a, b)"), "sqrt(a*a + b*b)"),
 )
 
 FN1_BY_NAME = {f.name: f for f in FN1}

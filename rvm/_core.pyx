@@ -17,6 +17,7 @@ from libc.string cimport memset, memcpy
 import numpy as np
 cimport numpy as cnp
 
+from isa.derivatives import KINDS, RULES, pf_id
 from isa.functions import FN1, FN2
 from isa.table import INVERSE, OPS, ROW_WIDTH
 from isa.types import MAX_FRACTION_BITS
@@ -48,6 +49,24 @@ cdef extern from "_arith.h" nogil:
     int rvm_rot_float(i64* x, i64* y, i64 theta, int inverse)
     int rvm_compare(i64 cc, i64 a, i64 b)
     bint RVM_LIKELY(bint cond)
+
+cdef extern from "_deriv.h" nogil:
+    ctypedef struct rvm_dual:
+        double v
+        double t
+    enum:
+        PF_NONE
+        PF_ONE
+        PF_FN1
+        PF_FN2
+    int rvm_partials(int pf, rvm_dual a, rvm_dual b, rvm_dual* da, rvm_dual* db)
+
+cdef extern from "<math.h>" nogil:
+    double cos(double)
+    double sin(double)
+    double ldexp(double, int)
+    bint isfinite(double)
+    double fabs(double)
 
 # ---- codes shared with rvm/machine.py ----------------------------------------------------------
 
@@ -97,6 +116,16 @@ cdef enum:
     TY_FIXED = 1
     TY_LNS = 2
     TY_FLOAT = 3
+    # AD mode bits (Core.set_ad) and rule kinds (isa/derivatives.py KINDS)
+    _AD_TAN = 1
+    _AD_ADJ = 2
+    ADK_NONE = 0
+    ADK_UPDATE = 1
+    ADK_NEG = 2
+    ADK_SWAP = 3
+    ADK_ROT = 4
+    ADK_MOVE = 5
+    ADK_SCOPE = 6
 
 R_BOUNDARY, R_BUDGET, R_TRAP, R_TRACE = _R_BOUNDARY, _R_BUDGET, _R_TRAP, _R_TRACE
 R_BREAK, R_WATCH = _R_BREAK, _R_WATCH
@@ -106,6 +135,7 @@ T_ALIAS, T_READONLY, T_BOUNDS, T_DIV0, T_DOMAIN, T_RANGE, T_ASSERT, T_BYTECODE =
 OV_VALUE_STACK, OV_CONTROL_STACK, OV_FRAMES, OV_PARAMS = range(4)
 IN_CALL = _IN_CALL
 IDX_ALIAS, IDX_RETURN = _IDX_ALIAS, _IDX_RETURN
+AD_TAN, AD_ADJ = _AD_TAN, _AD_ADJ
 
 
 cdef struct VM:
@@ -169,6 +199,20 @@ cdef struct VM:
     i64 n_watch
     i64 watch_hit         # index of the watched cell that changed
     i64 watch_pc          # the instruction that changed it
+    # automatic differentiation (docs/ad.md): mode bits, dual arrays parallel to mem and to
+    # the value stack (NULL until set_ad), and the events the rules noticed
+    int ad
+    double* tan
+    double* adj
+    double* adjt
+    double* stan
+    double* sadj
+    double* sadjt
+    i64 ev_release        # a cell left scope (or was overwritten) with a nonzero tangent
+    double ev_release_max
+    i64 ev_release_pc
+    i64 ev_nonfinite      # a derivative became inf or nan
+    i64 ev_nonfinite_pc
     # statistics since reset
     i64 steps
     i64 peak_sp
@@ -193,6 +237,18 @@ for _op in OPS:
     CVT_SRC[_op.code] = int(_op.types[1]) if len(_op.types) > 1 else -1
     OP_YMASK[_op.code] = sum(1 << (s + 1) for s, k in enumerate(_op.operands) if k == "y")
     OP_AMASK[_op.code] = sum(1 << (s + 1) for s, k in enumerate(_op.operands) if k == "a")
+
+# op -> differentiation rule kind, sign and partial-function id (isa/derivatives.py)
+cdef int AD_KIND[N_OPCODES]
+cdef int AD_SIGN[N_OPCODES]
+cdef int AD_PF[N_OPCODES]
+for _op in OPS:
+    _rule = RULES[_op.name]
+    AD_KIND[_op.code] = 0 if _rule is None else KINDS.index(_rule.kind)
+    AD_SIGN[_op.code] = 1 if _rule is None else _rule.sign
+    AD_PF[_op.code] = pf_id(_op)
+    if AD_KIND[_op.code] == ADK_UPDATE and AD_PF[_op.code] == PF_NONE:
+        AD_KIND[_op.code] = ADK_NONE       # a constant increment: no dual changes
 
 
 # ---- operand access ----------------------------------------------------------------------------
@@ -288,6 +344,182 @@ cdef int check_index_alias(VM* vm, i64* c, int op, i64* mem, i64* fpm, i64* pa) 
                     vm.tv[3] = _IDX_ALIAS
                     return _T_ALIAS
     return 0
+
+
+# ---- differentiation rules (isa/derivatives.py; docs/ad.md) ------------------------------------
+
+cdef inline double real_of(i64 w, int ty, int F) noexcept nogil:
+    """The real value of a float or fixed cell (the unit its duals are measured in)."""
+    if ty == TY_FLOAT:
+        return rvm_w2f(w)
+    return ldexp(<double>w, -F)
+
+
+cdef inline void ad_release(VM* vm, double t, i64 pc) noexcept nogil:
+    """A tangent is dropped: a cell leaves scope or is overwritten by a move.  Nonzero means
+    the value is zero here but not as a function of the inputs (see docs/ad.md)."""
+    if t != 0.0:
+        if vm.ev_release == 0:
+            vm.ev_release_pc = pc
+        vm.ev_release += 1
+        if fabs(t) > vm.ev_release_max or t != t:
+            vm.ev_release_max = fabs(t)
+
+
+cdef inline void ad_check(VM* vm, double x, i64 pc) noexcept nogil:
+    if not isfinite(x):
+        if vm.ev_nonfinite == 0:
+            vm.ev_nonfinite_pc = pc
+        vm.ev_nonfinite += 1
+
+
+cdef void ad_apply(VM* vm, int op, i64* c, i64* mem, i64* fpm, i64* pa, i64 pc) noexcept nogil:
+    """Apply the differentiation rule of the instruction `op` (as executed, after the inverse
+    map) that has just run at `pc`.  Tangents follow the executed instruction in either
+    direction; adjoints accumulate only while the machine runs backward (the adjoint sweep),
+    where the executed instruction is the inverse of the one that ran forward, hence the
+    sign flip: xbar_k -= s * d_k * ybar for an executed y += s*f(x)."""
+    cdef int kind = AD_KIND[op], s = AD_SIGN[op], ty = OP_TYPE[op], sty, pf, n, k
+    cdef bint tan_on = (vm.ad & _AD_TAN) != 0
+    cdef bint adj_on = (vm.ad & _AD_ADJ) != 0 and vm.D < 0
+    cdef double* T = vm.tan
+    cdef double* A = vm.adj
+    cdef double* AT = vm.adjt
+    cdef i64 iy, ia, ib
+    cdef i64 src[2]
+    cdef rvm_dual dx[2]
+    cdef rvm_dual dd[2]
+    cdef double v, ab, abt, th, cs, sn, xa, ya, xp, yp, txb, tyb, tth, ax, ay, atx, aty
+    cdef double nax, nay
+
+    if kind == ADK_UPDATE:
+        iy = opnd(vm, c[1], mem, fpm, pa) - mem
+        ia = opnd(vm, c[2], mem, fpm, pa) - mem
+        pf = AD_PF[op]
+        if pf == PF_ONE:                       # y += a, y += T(a): the common case
+            if tan_on and T[ia] != 0.0:
+                T[iy] += s * T[ia]
+            if adj_on:
+                A[ia] -= s * A[iy]
+                if tan_on:
+                    AT[ia] -= s * AT[iy]
+            return
+        sty = CVT_SRC[op] if CVT_SRC[op] >= 0 else ty
+        ib = ia
+        if pf >= PF_FN2:
+            ib = opnd(vm, c[3], mem, fpm, pa) - mem
+            pf += <int>c[4]
+        elif pf >= PF_FN1:
+            pf += <int>c[3]
+        else:                                  # addmul/adddiv: a second source
+            ib = opnd(vm, c[3], mem, fpm, pa) - mem
+        dx[0].v = real_of(mem[ia], sty, vm.F)
+        dx[0].t = T[ia] if tan_on else 0.0
+        dx[1].v = real_of(mem[ib], sty, vm.F)
+        dx[1].t = T[ib] if tan_on else 0.0
+        n = rvm_partials(pf, dx[0], dx[1], &dd[0], &dd[1])
+        src[0] = ia
+        src[1] = ib
+        if tan_on:
+            v = 0.0
+            for k in range(n):
+                if T[src[k]] != 0.0:
+                    v += dd[k].v * T[src[k]]
+            if v != 0.0:
+                T[iy] += s * v
+                ad_check(vm, T[iy], pc)
+        if adj_on:
+            ab = A[iy]
+            abt = AT[iy] if tan_on else 0.0
+            for k in range(n):
+                if ab != 0.0:
+                    A[src[k]] -= s * dd[k].v * ab
+                    ad_check(vm, A[src[k]], pc)
+                if tan_on and (abt != 0.0 or (ab != 0.0 and dd[k].t != 0.0)):
+                    AT[src[k]] -= s * ((dd[k].v * abt if abt != 0.0 else 0.0)
+                                       + (dd[k].t * ab if ab != 0.0 else 0.0))
+                    ad_check(vm, AT[src[k]], pc)
+    elif kind == ADK_NEG:
+        iy = opnd(vm, c[1], mem, fpm, pa) - mem
+        if tan_on:
+            T[iy] = -T[iy]
+        if vm.ad & _AD_ADJ:
+            A[iy] = -A[iy]
+            if tan_on:
+                AT[iy] = -AT[iy]
+    elif kind == ADK_SWAP:
+        iy = opnd(vm, c[1], mem, fpm, pa) - mem
+        ia = opnd(vm, c[2], mem, fpm, pa) - mem
+        if tan_on:
+            v = T[iy]; T[iy] = T[ia]; T[ia] = v
+        if vm.ad & _AD_ADJ:
+            v = A[iy]; A[iy] = A[ia]; A[ia] = v
+            if tan_on:
+                v = AT[iy]; AT[iy] = AT[ia]; AT[ia] = v
+    elif kind == ADK_ROT:
+        # executed (x, y) <- R(phi)(x, y), phi = s*theta; values now are the results
+        iy = opnd(vm, c[1], mem, fpm, pa) - mem
+        ia = opnd(vm, c[2], mem, fpm, pa) - mem
+        ib = opnd(vm, c[3], mem, fpm, pa) - mem
+        th = real_of(mem[ib], ty, vm.F)
+        cs = cos(s * th)
+        sn = sin(s * th)
+        xa = real_of(mem[iy], ty, vm.F)
+        ya = real_of(mem[ia], ty, vm.F)
+        txb = T[iy] if tan_on else 0.0
+        tyb = T[ia] if tan_on else 0.0
+        tth = T[ib] if tan_on else 0.0
+        if tan_on:
+            # t_after = R(phi) t_before + s theta' J v_after,  J (x, y) = (-y, x)
+            T[iy] = cs * txb - sn * tyb - s * tth * ya
+            T[ia] = sn * txb + cs * tyb + s * tth * xa
+            ad_check(vm, T[iy] + T[ia], pc)
+        if adj_on:
+            # forward ran v' = R(-phi) v, v = the values now; v' = the values before
+            xp = cs * xa + sn * ya
+            yp = -sn * xa + cs * ya
+            ax = A[iy]
+            ay = A[ia]
+            nax = cs * ax - sn * ay            # vbar = R(-phi)^T v'bar = R(phi) v'bar
+            nay = sn * ax + cs * ay
+            A[ib] -= s * (-yp * ax + xp * ay)  # thetabar += (dv'/dtheta) . v'bar
+            if tan_on:
+                atx = AT[iy]
+                aty = AT[ia]
+                AT[iy] = cs * atx - sn * aty - s * tth * nay
+                AT[ia] = sn * atx + cs * aty + s * tth * nax
+                AT[ib] -= s * (-tyb * ax + txb * ay - yp * atx + xp * aty)
+                ad_check(vm, AT[iy] + AT[ia] + AT[ib], pc)
+            A[iy] = nax
+            A[ia] = nay
+            ad_check(vm, A[ib], pc)
+    elif kind == ADK_MOVE:
+        # push: the cell's duals go onto the stack and the cell is the constant zero;
+        # pop: the stack's duals replace the (dropped) duals of the zero cell
+        iy = opnd(vm, c[1], mem, fpm, pa) - mem
+        if op == OP_PUSH:
+            k = vm.sp - 1
+            vm.stan[k] = T[iy]; vm.sadj[k] = A[iy]; vm.sadjt[k] = AT[iy]
+        else:
+            k = vm.sp
+            if tan_on:
+                ad_release(vm, T[iy], pc)
+            T[iy] = vm.stan[k]; A[iy] = vm.sadj[k]; AT[iy] = vm.sadjt[k]
+            vm.stan[k] = 0.0; vm.sadj[k] = 0.0; vm.sadjt[k] = 0.0
+            return
+        T[iy] = 0.0; A[iy] = 0.0; AT[iy] = 0.0
+    elif kind == ADK_SCOPE:
+        iy = opnd(vm, c[1], mem, fpm, pa) - mem
+        if tan_on:
+            ad_release(vm, T[iy], pc)
+        T[iy] = 0.0; A[iy] = 0.0; AT[iy] = 0.0
+
+
+cdef void ad_frame(VM* vm, i64 fp, i64 fs) noexcept nogil:
+    """A frame is pushed: its cells are constant zeros, so are their duals."""
+    memset(vm.tan + fp, 0, fs * sizeof(double))
+    memset(vm.adj + fp, 0, fs * sizeof(double))
+    memset(vm.adjt + fp, 0, fs * sizeof(double))
 
 
 # ---- calls and returns -------------------------------------------------------------------------
@@ -391,6 +623,8 @@ cdef int do_call(VM* vm, i64 site, int e_callee, i64 pc) noexcept nogil:
     vm.fr_ret[d] = pc
     vm.fr_fdir[d] = e_callee * vm.D
     vm.depth = d + 1
+    if vm.ad:
+        ad_frame(vm, vm.ftop, fs)
     vm.ftop += fs
     vm.ptop += np_
     if vm.depth > vm.peak_depth:
@@ -416,6 +650,9 @@ cdef int do_return(VM* vm) noexcept nogil:
             vm.tv[2] = f
             vm.tv[3] = 0
             return _T_ANCILLA
+    if vm.ad & _AD_TAN:
+        for k in range(fs):
+            ad_release(vm, vm.tan[fp + k], vm.pc)
     if d > 0:
         # an indexed argument must still name the cell it was bound to (the callee may have
         # changed its index through a global): else the caller's inverse would bind another
@@ -457,6 +694,8 @@ cdef int enter_main(VM* vm) noexcept nogil:
     vm.fr_ret[0] = -1
     vm.fr_fdir[0] = 1
     vm.depth = 1
+    if vm.ad:
+        ad_frame(vm, vm.ftop, fs)
     vm.ftop += fs
     if vm.peak_depth < 1:
         vm.peak_depth = 1
@@ -489,6 +728,7 @@ cdef int vm_run(VM* vm, i64 budget, i64* executed) noexcept nogil:
     cdef i64* y2
     cdef i64 v, i, here
     cdef int skip_break = vm.brk_skip
+    cdef int ad = vm.ad
 
     vm.brk_skip = 0
     executed[0] = 0
@@ -966,6 +1206,7 @@ cdef int vm_run(VM* vm, i64 budget, i64* executed) noexcept nogil:
             code = vm.code if e > 0 else vm.code_inv
         elif op == OP_END:
             # `end` run forward or `begin` run backward: return
+            vm.pc = pc                  # where a dropped tangent is reported (docs/ad.md)
             tc = do_return(vm)
             if tc:
                 break
@@ -986,6 +1227,8 @@ cdef int vm_run(VM* vm, i64 budget, i64* executed) noexcept nogil:
             tc = _T_BYTECODE
             break
         left -= 1
+        if ad and AD_KIND[op]:
+            ad_apply(vm, op, c, mem, fpm, pa, here)
         if vm.n_watch:
             for i in range(vm.n_watch):
                 if mem[vm.watch_addr[i]] != vm.watch_val[i]:
@@ -1219,6 +1462,7 @@ cdef class Core:
     cdef list _keep                        # buffers the VM points into
     cdef object _brk                       # breakpoint flags and watch buffers the VM uses
     cdef object _watch
+    cdef object _duals                     # (tan, adj, adjt) over mem and over the value stack
 
     def __init__(self, program, *, i64 stack_cells=1 << 20, i64 frame_cells=1 << 22,
                  i64 max_depth=1 << 16):
@@ -1320,11 +1564,79 @@ cdef class Core:
         vm.t = 0
         vm.trace_ack = 0
         vm.trap = 0
+        if self._duals is not None:
+            self.clear_duals()
         vm.steps = vm.peak_sp = vm.peak_frame = vm.peak_depth = 0
         vm.status = _S_END if at_end else _S_START
         vm.D = -1 if at_end else 1
         vm.pc = vm.fn_end[vm.main] if at_end else vm.fn_begin[vm.main]
         self.refresh_watch()
+
+    # ---- automatic differentiation (rvm/ad/engine.py drives these) -------------------
+
+    def set_ad(self, int mode) -> None:
+        """Differentiate while running: mode = AD_TAN | AD_ADJ bits, 0 to stop.  The dual
+        arrays are allocated on first use (zeroed pages, touched only where used) and kept."""
+        cdef VM* vm = &self.vm
+        cdef cnp.ndarray a
+        if mode & ~(_AD_TAN | _AD_ADJ):
+            raise ValueError(f"AD mode {mode}")
+        if mode and self._duals is None:
+            cap = max(vm.stack_cap, 1)
+            self._duals = tuple(np.zeros(vm.n_mem, dtype=np.float64) for _ in range(3)) + \
+                tuple(np.zeros(cap, dtype=np.float64) for _ in range(3))
+            a = self._duals[0]; vm.tan = <double*>cnp.PyArray_DATA(a)
+            a = self._duals[1]; vm.adj = <double*>cnp.PyArray_DATA(a)
+            a = self._duals[2]; vm.adjt = <double*>cnp.PyArray_DATA(a)
+            a = self._duals[3]; vm.stan = <double*>cnp.PyArray_DATA(a)
+            a = self._duals[4]; vm.sadj = <double*>cnp.PyArray_DATA(a)
+            a = self._duals[5]; vm.sadjt = <double*>cnp.PyArray_DATA(a)
+        vm.ad = mode
+
+    @property
+    def ad_mode(self) -> int:
+        return self.vm.ad
+
+    @property
+    def tangent(self) -> np.ndarray:
+        """Tangents of every cell (a view: write seeds into it)."""
+        return self._dual(0)
+
+    @property
+    def adjoint(self) -> np.ndarray:
+        """Adjoints of every cell (a view)."""
+        return self._dual(1)
+
+    @property
+    def adjoint_tangent(self) -> np.ndarray:
+        """Tangents of the adjoints (Hessian-vector products; a view)."""
+        return self._dual(2)
+
+    def _dual(self, int k):
+        if self._duals is None:
+            raise RuntimeError("no dual arrays: call set_ad first")
+        return self._duals[k]
+
+    def clear_duals(self) -> None:
+        """Zero the duals of the static cells, the frame region and the value stack used
+        since the last reset, and the event counters."""
+        cdef VM* vm = &self.vm
+        if self._duals is not None:
+            used = min(vm.n_static + max(vm.peak_frame, vm.ftop - vm.n_static), vm.n_mem)
+            for k in range(3):
+                self._duals[k][:used] = 0.0
+                self._duals[3 + k][:max(vm.peak_sp, vm.sp) + 1] = 0.0
+        vm.ev_release = vm.ev_nonfinite = 0
+        vm.ev_release_max = 0.0
+        vm.ev_release_pc = vm.ev_nonfinite_pc = -1
+
+    @property
+    def ad_events(self) -> dict:
+        """What the differentiation rules noticed since the last clear_duals()."""
+        cdef VM* vm = &self.vm
+        return dict(released=vm.ev_release, released_max=vm.ev_release_max,
+                    released_pc=vm.ev_release_pc, nonfinite=vm.ev_nonfinite,
+                    nonfinite_pc=vm.ev_nonfinite_pc)
 
     def refresh_watch(self) -> None:
         """Take the watched cells' current values as the reference (after a write from

@@ -1,0 +1,383 @@
+"""Derivatives of a program's output with respect to its inputs, by running it (docs/ad.md).
+
+adjoint (reverse mode), NiLang's algorithm with no tape: run forward; seed the adjoint of the
+loss cell with 1; run backward.  Every instruction's inverse uncomputes the values and its
+transposed rule (isa/derivatives.py) accumulates adjoints, so at the start the values are the
+inputs again and the adjoints are the gradient.  Memory is the dual arrays beside the cells:
+it does not grow with the number of steps.
+
+tangent (forward mode, JVP): one forward run with a tangent per cell.
+
+tangent over adjoint (Hessian): a forward run with tangents v, then the adjoint sweep that
+also carries the tangents of the adjoints: at the start they are H v.  The full Hessian is one
+such pass per input cell.
+
+Before trusting a gradient the engine checks the ancillas (check_ancillas=True): the forward
+run carries random tangents on the inputs, and a cell that is released (a local at return,
+an ancilla at `free`, a cell overwritten by `pop`) with a nonzero tangent means the program
+is zero there but not as a function, so its derivative is not the derivative of what it
+computes (ReleasedTangentWarning, or an error with strict=True).
+"""
+from __future__ import annotations
+
+import os
+import re
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from isa.derivatives import DIFFERENTIABLE
+from isa.types import TYPE_NAMES
+
+from .. import _core
+from ..api import assemble, drift_since, snapshot
+from ..errors import RVMError
+from ..machine import Machine
+from ..program import Program
+
+__all__ = ["Derivatives", "NotDifferentiable", "NonFiniteDerivative", "ReleasedTangentWarning",
+           "ReleasedTangentError", "derivatives", "grad", "jvp", "hessian", "hvp", "grad_fn"]
+
+RELEASE_TOLERANCE = 1e-8      # a released tangent above this (inputs' tangents ~ N(0, 1)) counts
+
+
+class NotDifferentiable(RVMError, ValueError):
+    """A loss or input that has no derivative: an int or lns cell, or not a global."""
+
+
+class NonFiniteDerivative(RVMError, ArithmeticError):
+    """A derivative came out inf or nan (e.g. sqrt at 0); carries where it first happened."""
+
+    def __init__(self, message: str, pc: int = -1, location: tuple | None = None):
+        self.pc = pc
+        self.location = location
+        super().__init__(message)
+
+
+class ReleasedTangentWarning(UserWarning):
+    """An ancilla left scope with a nonzero tangent: see the module docstring."""
+
+
+class ReleasedTangentError(RVMError):
+    """ReleasedTangentWarning raised as an error (strict=True)."""
+
+
+@dataclass(frozen=True)
+class Cell:
+    """A differentiable run of global cells: a scalar, an array or one element."""
+    name: str             # as the user wrote it: "x", "x[2]"
+    addr: int
+    size: int
+    shape: tuple[int, ...]
+
+    def names(self) -> list[str]:
+        if not self.shape:
+            return [self.name]
+        return [f"{self.name}[{k}]" for k in range(self.size)]
+
+
+@dataclass
+class Derivatives:
+    """What a differentiated run produced.
+
+    value      the loss (`of`) at the end of the forward run, or None
+    outputs    every output global at the end of the forward run
+    gradient   d value / d wrt, per wrt name (np.float64 for a scalar, an array for an array)
+    tangent    forward mode: the tangent of every differentiable output, per name
+    hessian    (n, n) over the wrt cells flattened in order (wrt_cells names them)
+    hvp        H v for the direction v of `hvp`, per wrt name
+    drift      globals whose words differ from the start after the backward run, with the
+               largest difference (float programs drift by rounding; fixed ones never do)
+    released   the ancilla check: {'count', 'max', 'pc', 'location'} or None if clean
+    steps      instructions of one forward run
+    """
+    value: float | None = None
+    outputs: dict[str, Any] = field(default_factory=dict)
+    gradient: dict[str, Any] | None = None
+    tangent: dict[str, Any] | None = None
+    hessian: np.ndarray | None = None
+    hvp: dict[str, Any] | None = None
+    wrt_cells: list[str] = field(default_factory=list)
+    drift: dict[str, float] = field(default_factory=dict)
+    released: dict[str, Any] | None = None
+    steps: int = 0
+
+
+_ELEMENT = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(?:\[\s*(\d+)\s*\])?\s*$")
+
+
+def resolve(m: Machine, name: str, what: str) -> Cell:
+    """The differentiable global cell(s) `name` ("x" or "x[3]") names; NotDifferentiable else."""
+    match = _ELEMENT.match(name)
+    if not match:
+        raise NotDifferentiable(f"{what} {name!r}: expected a global name, or name[index]")
+    base, index = match.group(1), match.group(2)
+    g = next((g for g in m.program.globals if g.name == base), None)
+    if g is None:
+        known = ", ".join(g.name for g in m.program.globals) or "none"
+        raise NotDifferentiable(f"{what} {base!r} is not a global of the program "
+                                f"(the globals are: {known})")
+    if g.type not in DIFFERENTIABLE:
+        raise NotDifferentiable(
+            f"{what} {base!r} is an {TYPE_NAMES[g.type]} cell: only float and fixed cells have "
+            "derivatives (int and lns values are not differentiable)")
+    if index is not None:
+        if g.length is None:
+            raise NotDifferentiable(f"{what} {name!r}: {base} is not an array")
+        if int(index) >= g.length:
+            raise NotDifferentiable(f"{what} {name!r}: index out of bounds (length {g.length})")
+        return Cell(name.replace(" ", ""), g.addr + int(index), 1, ())
+    if g.length is None:
+        return Cell(base, g.addr, 1, ())
+    return Cell(base, g.addr, g.length, (g.length,))
+
+
+def _as_program(program: Program | str | os.PathLike) -> Program:
+    return program if isinstance(program, Program) else assemble(program)
+
+
+def _wrt_list(wrt: str | Sequence[str]) -> list[str]:
+    if isinstance(wrt, str):
+        wrt = [w for w in wrt.split(",") if w.strip()]
+    return [w.strip() for w in wrt]
+
+
+def _shaped(flat: np.ndarray, cell: Cell):
+    return np.float64(flat[0]) if not cell.shape else flat.reshape(cell.shape).copy()
+
+
+class _Runner:
+    """One machine reused for the passes of a differentiation (and across grad_fn calls)."""
+
+    def __init__(self, program: Program, of: str | None, wrt: Sequence[str],
+                 machine: Machine | None = None):
+        self.program = program
+        self.m = machine or Machine(program)
+        self.of = resolve(self.m, of, "the loss (of)") if of is not None else None
+        if self.of is not None and self.of.size != 1:
+            raise NotDifferentiable(f"the loss {of!r} is an array: name one element, e.g. "
+                                    f"{of}[0], or add the elements into a scalar output")
+        self.wrt = [resolve(self.m, w, "wrt") for w in wrt]
+        seen: set[int] = set()
+        for c in self.wrt:
+            cells = set(range(c.addr, c.addr + c.size))
+            if cells & seen:
+                raise NotDifferentiable(f"wrt {c.name!r} names a cell twice")
+            seen |= cells
+        self.n = sum(c.size for c in self.wrt)
+        self.core = self.m.core
+
+    # -- passes ------------------------------------------------------------------------
+    def start(self, mode: int, inputs: Mapping[str, Any] | None) -> None:
+        self.core.set_ad(mode)
+        self.m.reset(inputs)          # also zeroes the duals used before
+
+    def seed_tangents(self, v: np.ndarray) -> None:
+        tan = self.core.tangent
+        at = 0
+        for c in self.wrt:
+            tan[c.addr:c.addr + c.size] = v[at:at + c.size]
+            at += c.size
+
+    def gather(self, arr: np.ndarray) -> np.ndarray:
+        return np.concatenate([arr[c.addr:c.addr + c.size] for c in self.wrt]) if self.wrt \
+            else np.zeros(0)
+
+    def forward(self, max_steps: int | None) -> None:
+        self.m.run(+1, max_steps)
+
+    def backward(self, mode: int, max_steps: int | None) -> None:
+        """Seed the loss adjoint and sweep back to the start."""
+        core = self.core
+        core.set_ad(mode)
+        core.adjoint[self.of.addr] = 1.0
+        self.m.run(-1, max_steps)
+
+    def events(self) -> dict:
+        return self.core.ad_events
+
+    def location(self, pc: int) -> tuple | None:
+        return self.program.location(pc) if pc >= 0 else None
+
+    def where(self, pc: int) -> str:
+        loc = self.location(pc)
+        text = self.m.format_instruction(pc) if pc >= 0 else "?"
+        return f"{loc[0]}:{loc[1]}:{loc[2]}: `{text}`" if loc else f"pc {pc}: `{text}`"
+
+    def check_nonfinite(self, values: np.ndarray, what: str) -> None:
+        if np.all(np.isfinite(values)):
+            return
+        ev = self.events()
+        pc = ev["nonfinite_pc"]
+        at = f" (first at {self.where(pc)})" if pc >= 0 else ""
+        raise NonFiniteDerivative(f"the {what} is not finite{at}: a local derivative is "
+                                  "infinite there (e.g. sqrt or log at 0, a division by 0)",
+                                  pc, self.location(pc))
+
+
+def _release_report(r: _Runner, strict: bool, tolerance: float) -> dict | None:
+    ev = r.events()
+    if not ev["released"] or not ev["released_max"] > tolerance:
+        return None
+    pc = ev["released_pc"]
+    report = dict(count=ev["released"], max=ev["released_max"], pc=pc, location=r.location(pc))
+    msg = (f"an ancilla was released with a nonzero tangent (|t| = {ev['released_max']:.3g}, "
+           f"first at {r.where(pc)}): its value is zero at this input but not as a function of "
+           "the inputs, so the gradient is not the derivative of the program's outputs. "
+           "Uncompute it with the same operations that computed it (docs/ad.md).")
+    if strict:
+        raise ReleasedTangentError(msg)
+    warnings.warn(msg, ReleasedTangentWarning, stacklevel=4)
+    return report
+
+
+def derivatives(program: Program | str | os.PathLike, of: str | None = None,
+                wrt: str | Sequence[str] = (), inputs: Mapping[str, Any] | None = None, *,
+                gradient: bool = True, hessian: bool = False, tangents: Mapping[str, Any] | None = None,
+                direction: Mapping[str, Any] | None = None, check_ancillas: bool = True,
+                strict: bool = False, max_steps: int | None = None, seed: int = 0,
+                machine: Machine | None = None, _runner: _Runner | None = None) -> Derivatives:
+    """Differentiate `program` run from `inputs` (see the module docstring).
+
+    of         the loss: a float/fixed global (or one element, "out[2]")
+    wrt        input globals (names, or one comma-separated string)
+    gradient   compute d of / d wrt (adjoint mode)
+    hessian    also the full Hessian over the wrt cells (one tangent-over-adjoint pass each)
+    direction  {wrt name: vector}: also the Hessian-vector product H v
+    tangents   {input name: tangent}: forward mode; the tangents of the outputs come back
+    machine    a Machine of `program` to reuse (its state is reset)
+    """
+    prog = machine.program if machine is not None else _as_program(program)
+    r = _runner or _Runner(prog, of, _wrt_list(wrt) if (gradient or hessian or direction) else
+                           list((tangents or {}).keys()), machine)
+    out = Derivatives(wrt_cells=[n for c in r.wrt for n in c.names()])
+    if (gradient or hessian or direction is not None) and r.of is None:
+        raise NotDifferentiable("a gradient needs the loss: of=NAME")
+
+    if tangents is not None:                           # forward mode
+        v = np.concatenate([np.broadcast_to(np.asarray(tangents[c.name], dtype=float),
+                                            c.shape or ()).ravel() for c in r.wrt]) \
+            if r.wrt else np.zeros(0)
+        r.start(_core.AD_TAN, inputs)
+        r.seed_tangents(v)
+        r.forward(max_steps)
+        out.steps = r.m.stats["steps"]
+        out.outputs = r.m.outputs()
+        out.value = float(r.m.read(r.of.name)) if r.of is not None else None
+        tan = r.core.tangent
+        out.tangent = {}
+        for g in prog.globals:
+            if g.is_output and g.type in DIFFERENTIABLE:
+                cell = resolve(r.m, g.name, "output")
+                out.tangent[g.name] = _shaped(tan[cell.addr:cell.addr + cell.size], cell)
+        r.check_nonfinite(np.concatenate([np.atleast_1d(t) for t in out.tangent.values()])
+                          if out.tangent else np.zeros(0), "tangent")
+        out.released = _release_report(r, strict, RELEASE_TOLERANCE)
+        return out
+
+    if gradient:
+        mode = _core.AD_TAN if check_ancillas else 0
+        r.start(mode, inputs)
+        snap = snapshot(r.m)
+        if check_ancillas:
+            r.seed_tangents(np.random.default_rng(seed).standard_normal(r.n))
+        r.forward(max_steps)
+        out.steps = r.m.stats["steps"]
+        out.outputs = r.m.outputs()
+        out.value = float(r.m.read(r.of.name))
+        if check_ancillas:
+            out.released = _release_report(r, strict, RELEASE_TOLERANCE)
+        r.backward(_core.AD_ADJ, max_steps)
+        g = r.gather(r.core.adjoint)
+        r.check_nonfinite(g, "gradient")
+        out.gradient = _split(g, r.wrt)
+        out.drift = drift_since(r.m, snap)[0]
+
+    vectors = []
+    if hessian:
+        vectors += [np.eye(r.n)[j] for j in range(r.n)]
+    if direction is not None:
+        vectors.append(np.concatenate([np.broadcast_to(np.asarray(direction[c.name], dtype=float),
+                                                       c.shape or ()).ravel() for c in r.wrt]))
+    columns = []
+    for v in vectors:
+        r.start(_core.AD_TAN, inputs)
+        snap = snapshot(r.m)
+        r.seed_tangents(v)
+        r.forward(max_steps)
+        if out.value is None:
+            out.value = float(r.m.read(r.of.name))
+            out.outputs = r.m.outputs()
+            out.steps = r.m.stats["steps"]
+        r.backward(_core.AD_TAN | _core.AD_ADJ, max_steps)
+        col = r.gather(r.core.adjoint_tangent)
+        r.check_nonfinite(col, "Hessian")
+        columns.append(col)
+        if out.gradient is None:
+            out.gradient = _split(r.gather(r.core.adjoint), r.wrt)
+            out.drift = drift_since(r.m, snap)[0]
+    if hessian:
+        out.hessian = np.column_stack(columns[:r.n]) if r.n else np.zeros((0, 0))
+    if direction is not None:
+        out.hvp = _split(columns[-1], r.wrt)
+    return out
+
+
+def _split(flat: np.ndarray, cells: list[Cell]) -> dict[str, Any]:
+    res, at = {}, 0
+    for c in cells:
+        res[c.name] = _shaped(flat[at:at + c.size], c)
+        at += c.size
+    return res
+
+
+# ---- the short forms ---------------------------------------------------------------------------
+
+def grad(program: Program | str | os.PathLike, of: str, wrt: str | Sequence[str],
+         inputs: Mapping[str, Any] | None = None, **options: Any) -> dict[str, Any]:
+    """d of / d wrt at `inputs`: {wrt name: np.float64 or array}.  See `derivatives`."""
+    return derivatives(program, of, wrt, inputs, **options).gradient
+
+
+def jvp(program: Program | str | os.PathLike, inputs: Mapping[str, Any] | None,
+        tangents: Mapping[str, Any], **options: Any) -> dict[str, Any]:
+    """Forward mode: the tangents of every differentiable output for input tangents
+    {name: tangent}."""
+    return derivatives(program, None, (), inputs, gradient=False, tangents=tangents,
+                       **options).tangent
+
+
+def hessian(program: Program | str | os.PathLike, of: str, wrt: str | Sequence[str],
+            inputs: Mapping[str, Any] | None = None, **options: Any) -> np.ndarray:
+    """The Hessian of `of` over the wrt cells flattened in order, shape (n, n)."""
+    return derivatives(program, of, wrt, inputs, gradient=False, hessian=True,
+                       **options).hessian
+
+
+def hvp(program: Program | str | os.PathLike, of: str, wrt: str | Sequence[str],
+        v: Mapping[str, Any], inputs: Mapping[str, Any] | None = None,
+        **options: Any) -> dict[str, Any]:
+    """The Hessian-vector product H v for v = {wrt name: vector}."""
+    return derivatives(program, of, wrt, inputs, gradient=False, direction=v, **options).hvp
+
+
+def grad_fn(program: Program | str | os.PathLike, of: str, wrt: str | Sequence[str], *,
+            check_ancillas: bool = False, **options: Any) -> Callable[..., dict[str, Any]]:
+    """A gradient function f(inputs) -> {wrt name: gradient} that reuses one machine (for
+    training loops).  The ancillas are checked on the first call only (unless
+    check_ancillas=True: every call); `f.last` is the last call's Derivatives."""
+    prog = _as_program(program)
+    runner = _Runner(prog, of, _wrt_list(wrt))
+    first = [True]
+
+    def f(inputs: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        res = derivatives(prog, of, wrt, inputs, check_ancillas=check_ancillas or first[0],
+                          _runner=runner, **options)
+        first[0] = False
+        f.last = res
+        return res.gradient
+
+    f.last = None
+    return f

@@ -1,0 +1,207 @@
+"""Gradients by running bytecode backward: values, modes, restored inputs, sound ancillas,
+errors.  (Every instruction's rule is checked against finite differences in test_ad_rules.py;
+the paper's programs in test_ad_programs.py.)"""
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import rvm
+from rvm.ad import (NonFiniteDerivative, NotDifferentiable, ReleasedTangentError,
+                    ReleasedTangentWarning)
+
+PROGRAMS = Path(__file__).resolve().parent.parent / "programs"
+ACCUMULATE = PROGRAMS / "accumulate.rasm"
+
+
+def fd_grad(prog, of, wrt, inputs, h=1e-6):
+    """Central finite differences of rvm.run."""
+    out = {}
+    for w in wrt:
+        up, dn = dict(inputs), dict(inputs)
+        up[w] = inputs[w] + h
+        dn[w] = inputs[w] - h
+        out[w] = (float(rvm.run(prog, up).outputs[of]) - float(rvm.run(prog, dn).outputs[of])) / (2 * h)
+    return out
+
+
+def test_accumulate_gradient_and_restored_inputs():
+    d = rvm.derivatives(ACCUMULATE, of="x", wrt=["x", "one"], inputs={"x": 0.5, "n": 1000})
+    assert d.value == 1000.5
+    assert d.gradient == {"x": 1.0, "one": 1000.0}
+    assert d.drift == {}                       # every input came back bit for bit
+    assert d.released is None
+    assert d.steps > 3000
+
+
+def test_forward_mode_and_hessian_of_a_polynomial():
+    src = """
+inout x: float = 1.5
+inout y: float = -0.5
+output f: float
+func main() {
+    local t: float
+    t += x * x
+    f += t * y          ; f = x^2 y + sin(y)
+    f += sin(y)
+    t -= x * x
+}
+"""
+    prog = rvm.assemble(src)
+    x, y = 1.5, -0.5
+    t = rvm.jvp(prog, None, {"x": 1.0, "y": 2.0})
+    assert t["f"] == pytest.approx(2 * x * y * 1.0 + (x * x + math.cos(y)) * 2.0)
+    g = rvm.grad(prog, of="f", wrt="x,y")
+    assert g["x"] == pytest.approx(2 * x * y) and g["y"] == pytest.approx(x * x + math.cos(y))
+    H = rvm.hessian(prog, of="f", wrt=["x", "y"])
+    np.testing.assert_allclose(H, [[2 * y, 2 * x], [2 * x, -math.sin(y)]], rtol=1e-12)
+    hv = rvm.hvp(prog, of="f", wrt=["x", "y"], v={"x": 1.0, "y": -1.0})
+    np.testing.assert_allclose([hv["x"], hv["y"]], H @ [1.0, -1.0], rtol=1e-12)
+
+
+def test_arrays_elements_and_calls():
+    src = """
+inout xs: float[3] = [1.0, 2.0, 3.0]
+output s: float
+func sq(a: float[], out: float) {
+    for i in 0..len(a) {
+        out += a[i] * a[i]
+    }
+}
+func main() {
+    local t: float
+    call sq(xs, t)
+    s += sqrt(t)
+    uncall sq(xs, t)
+}
+"""
+    prog = rvm.assemble(src)
+    g = rvm.grad(prog, of="s", wrt="xs")
+    np.testing.assert_allclose(g["xs"], np.array([1, 2, 3]) / math.sqrt(14), rtol=1e-14)
+    g1 = rvm.grad(prog, of="s", wrt=["xs[1]"])
+    assert g1["xs[1]"] == pytest.approx(2 / math.sqrt(14))
+
+
+def test_fixed_point_oscillator_is_restored_bit_exactly():
+    prog = rvm.assemble(PROGRAMS / "oscillator.rasm")
+    inputs = {"x": 1.0, "v": 0.0, "dt": 0.015625, "steps": 50}
+    d = rvm.derivatives(prog, of="x", wrt=["x", "v", "dt"], inputs=inputs)
+    assert d.drift == {}
+    fd = fd_grad(prog, "x", ["x", "v", "dt"], inputs, h=1e-4)
+    for w in fd:
+        assert d.gradient[w] == pytest.approx(fd[w], rel=1e-4, abs=1e-4)
+
+
+def test_float_drift_is_reported_not_hidden():
+    src = """
+inout a: float = 0.1
+inout b: float = 0.7
+inout n: int = 200
+func main() {
+    for i in 0..n {
+        a += b * 0.01
+        b -= a * 0.01
+    }
+}
+"""
+    prog = rvm.assemble(src)
+    d = rvm.derivatives(prog, of="a", wrt="a,b")
+    assert d.drift == rvm.roundtrip(prog).drift       # the same drift as a plain round trip
+    assert set(d.drift) == {"a", "b"} and all(0 < v < 1e-14 for v in d.drift.values())
+    # a rotation by 0.01 per step, 200 steps: a(2) = cos(2) a + sin(2) b, near enough
+    assert d.gradient["a"] == pytest.approx(math.cos(2.0), abs=0.02)
+    assert d.gradient["b"] == pytest.approx(math.sin(2.0), abs=0.02)
+
+
+def test_value_stack_moves_duals():
+    src = """
+inout x: float = 2.0
+output y: float
+func main() {
+    local t: float
+    t += x * x
+    push t              ; t is zero now; its value and derivative are on the stack
+    t += 1.0
+    t -= 1.0
+    pop t
+    y += t * x          ; y = x^3
+    t -= x * x
+}
+"""
+    g = rvm.grad(rvm.assemble(src), of="y", wrt="x")
+    assert g["x"] == pytest.approx(12.0)
+
+
+def test_copy_into_an_ancilla_keeps_its_gradient():
+    """NiLang's known flaw: an ancilla allocated as a copy `x <- y` gets gradient 0 instead
+    of 1.  Here an ancilla starts at zero and the copy is an instruction with a rule."""
+    src = """
+inout y: float = 3.0
+output z: float
+func main() {
+    local x: float
+    x += y
+    z += x
+    x -= y
+}
+"""
+    g = rvm.grad(rvm.assemble(src), of="z", wrt="y")
+    assert g["y"] == 1.0
+
+
+def test_ancilla_zero_here_but_not_as_a_function_is_reported():
+    src = """
+inout x: float = 1.0
+inout y: float = 1.0
+output z: float
+func main() {
+    local t: float
+    t += x
+    z += t * t
+    t -= y              ; zero because x == y here, but t = x - y is not zero as a function
+}
+"""
+    prog = rvm.assemble(src)
+    with pytest.warns(ReleasedTangentWarning, match=r"nonzero tangent.*<string>:\d+:\d+: `end main`"):
+        d = rvm.derivatives(prog, of="z", wrt="x,y")
+    assert d.released["count"] == 1
+    with pytest.raises(ReleasedTangentError):
+        rvm.grad(prog, of="z", wrt="x,y", strict=True)
+    with pytest.warns(ReleasedTangentWarning):       # grad_fn checks on its first call
+        f = rvm.grad_fn(prog, of="z", wrt="x,y")
+        f()
+
+
+def test_errors_are_named_and_clear():
+    prog = rvm.assemble(ACCUMULATE)
+    with pytest.raises(NotDifferentiable, match="'n' is an int cell"):
+        rvm.grad(prog, of="x", wrt="n")
+    with pytest.raises(NotDifferentiable, match="'nope' is not a global.*x, one, n"):
+        rvm.grad(prog, of="nope", wrt="x")
+    with pytest.raises(NotDifferentiable, match="names a cell twice"):
+        rvm.grad(prog, of="x", wrt="x,x")
+    root = rvm.assemble("inout x: float = 0.0\noutput y: float\nfunc main() {\n    y += sqrt(x)\n}\n")
+    with pytest.raises(NonFiniteDerivative, match=r"<string>:4:5: `addfn.f y, x, sqrt`"):
+        rvm.grad(root, of="y", wrt="x")
+
+
+def test_grad_fn_reuses_one_machine():
+    f = rvm.grad_fn(ACCUMULATE, of="x", wrt=["one"])
+    for n in (3, 10, 7):
+        assert f({"n": n})["one"] == n
+    assert f.last.value == 7.0
+
+
+def test_memory_of_the_adjoint_sweep_does_not_grow_with_steps():
+    """The dual arrays are the only AD memory: the frame and stack peaks do not depend on n."""
+    prog = rvm.assemble(ACCUMULATE)
+    peaks = []
+    for n in (10, 100000):
+        m = rvm.Machine(prog)
+        rvm.derivatives(prog, of="x", wrt="one", inputs={"n": n}, machine=m)
+        peaks.append((m.stats["peak_stack"], m.stats["peak_frame_cells"]))
+    assert peaks[0] == peaks[1]

@@ -1,0 +1,125 @@
+"""Every differentiation rule of the instruction table against finite differences.
+
+For each data instruction that writes a float or fixed cell (and each function of addfn and
+addfn2), a one-statement program is differentiated at three points, run as it is and under
+`uncall` (which executes the inverse instruction): the Jacobian from tangent mode and the one
+from adjoint mode must match central finite differences of the interpreter, and for float the
+Hessian from tangent-over-adjoint mode must match finite differences of the gradient.  A new
+instruction without a correct rule fails here.
+"""
+import numpy as np
+import pytest
+
+import rvm
+from isa.derivatives import DIFFERENTIABLE, RULES
+from isa.functions import FN1, FN2
+from isa.table import OPS
+from isa.types import FIXED, FLOAT, INT, TYPE_NAMES
+
+DIFF_KINDS = ("update", "neg", "swap", "rot")
+
+
+def cases():
+    for op in OPS:
+        rule = RULES[op.name]
+        if rule is None or rule.kind not in DIFF_KINDS:
+            continue
+        if rule.fn:
+            for f in (FN1 if rule.fn == "fn1" else FN2):
+                if op.type in f.types:
+                    yield pytest.param(op, f, id=f"{op.name}-{f.name}")
+        else:
+            yield pytest.param(op, None, id=op.name)
+
+
+def test_every_differentiable_instruction_has_a_rule():
+    """Any data instruction writing a float/fixed cell is covered by the cases below."""
+    covered = {p.values[0].name for p in cases()}
+    for op in OPS:
+        if "data" in op.flags and op.types and op.types[0] in DIFFERENTIABLE \
+                and op.family not in ("push", "pop", "alloc", "free"):
+            assert RULES[op.name] is not None, op.name
+            if RULES[op.name].kind != "update" or RULES[op.name].partials or RULES[op.name].fn:
+                assert op.name in covered, op.name
+
+
+def program(op, fn, uncall: bool):
+    """A program running `op` once (under uncall: its inverse) on cells c0, c1, ..."""
+    types = op.operand_types
+    decls, names = [], []
+    for k, kind in enumerate(op.operands):
+        if kind in ("y", "a"):
+            decls.append(f"inout c{k}: {TYPE_NAMES[types[k]]}")
+            names.append(f"c{k}")
+        elif kind == "imm":
+            names.append("0.75")
+    stmt = op.syntax.format(*names, fn=fn.name if fn else "")
+    call = "uncall" if uncall else "call"
+    src = "\n".join(decls) + f"\nfunc f() {{\n    {stmt}\n}}\nfunc main() {{\n    {call} f()\n}}\n"
+    return rvm.assemble(src), [n for n, k in zip(names, op.operands) if k in ("y", "a")], types
+
+
+def point(op, fn, cells, types, rng):
+    vals = {}
+    for name in cells:
+        t = types[int(name[1:])]
+        k = int(name[1:])
+        if t == INT:
+            vals[name] = 3
+        elif t not in DIFFERENTIABLE:
+            vals[name] = 1.5
+        elif op.operands[k] == "y" and op.family not in ("rot", "irot", "swap", "neg"):
+            vals[name] = float(rng.uniform(-1, 1))
+        else:
+            vals[name] = float(rng.uniform(0.4, 1.2))
+    return vals
+
+
+def run_map(m, vals, cells):
+    m.reset(vals)
+    m.run()
+    return np.array([float(m.read(c)) for c in cells])
+
+
+@pytest.mark.parametrize("uncall", [False, True], ids=["run", "uncall"])
+@pytest.mark.parametrize("op, fn", list(cases()))
+def test_rule_matches_finite_differences(op, fn, uncall):
+    prog, cells, types = program(op, fn, uncall)
+    diff = [c for c in cells if types[int(c[1:])] in DIFFERENTIABLE]
+    is_float = all(t == FLOAT for t in op.types)    # any fixed cell: coarser differences
+    h, tol = (1e-6, 2e-6) if is_float else (1e-3, 2e-4)
+    m = rvm.Machine(prog, frame_cells=64, stack_cells=16)
+    rng = np.random.default_rng(hash((op.name, fn and fn.name)) % 2**32)
+    for _ in range(3):
+        vals = point(op, fn, cells, types, rng)
+        fd = np.zeros((len(diff), len(diff)))
+        for j, c in enumerate(diff):
+            up, dn = dict(vals), dict(vals)
+            up[c] += h
+            dn[c] -= h
+            fd[:, j] = (run_map(m, up, diff) - run_map(m, dn, diff)) / (2 * h)
+        # tangent mode: one column per input cell
+        tan = np.zeros_like(fd)
+        for j, c in enumerate(diff):
+            t = rvm.jvp(prog, vals, {c: 1.0}, machine=m)
+            tan[:, j] = [t[o] for o in diff]
+        np.testing.assert_allclose(tan, fd, rtol=tol, atol=tol, err_msg=f"tangent {op.name} {vals}")
+        # adjoint mode: one row per output cell
+        adj = np.zeros_like(fd)
+        for i, c in enumerate(diff):
+            g = rvm.grad(prog, of=c, wrt=diff, inputs=vals, machine=m)
+            adj[i] = [g[w] for w in diff]
+        np.testing.assert_allclose(adj, fd, rtol=tol, atol=tol, err_msg=f"adjoint {op.name} {vals}")
+        if is_float:
+            for c in diff:
+                hess = rvm.hessian(prog, of=c, wrt=diff, inputs=vals, machine=m)
+                hd, fdh = 1e-4, np.zeros_like(hess)
+                for j, w in enumerate(diff):
+                    up, dn = dict(vals), dict(vals)
+                    up[w] += hd
+                    dn[w] -= hd
+                    gu = rvm.grad(prog, of=c, wrt=diff, inputs=up, machine=m)
+                    gd = rvm.grad(prog, of=c, wrt=diff, inputs=dn, machine=m)
+                    fdh[:, j] = [(gu[x] - gd[x]) / (2 * hd) for x in diff]
+                np.testing.assert_allclose(hess, fdh, rtol=1e-5, atol=1e-6,
+                                           err_msg=f"hessian of {c} {op.name} {vals}")
