@@ -289,3 +289,28 @@ def test_plain_output_has_no_escapes(tmp_path, capsys):
     rc, out, _ = debug(tmp_path, capsys, PROGRAMS / "rfib.rasm", ["list", "step 3", "help"],
                        "n=3")
     assert rc == 0 and "\x1b[" not in out
+
+
+@pytest.mark.parametrize("name, values", [("rfib.rasm", {"n": 4}), ("poly_uncall.rasm", {}),
+                                          ("stack_reverse.rasm", {})])
+def test_every_breakpoint_stops_at_the_same_steps_both_ways(name, values):
+    """For every instruction: continuing forward and reverse-continuing stop at exactly the
+    steps where it is about to run (calls, returns and uncalls included)."""
+    prog = rvm.load(PROGRAMS / name)
+    for pc in range(len(prog.code)):
+        expected = [t for t in bp_times(prog, pc, values)]
+        s = Session(prog, values)
+        s.add_breakpoint("x", [pc])
+        fwd, back = [], []
+        while (stop := s.run(+1)).reason == "breakpoint":
+            fwd.append(stop.t)
+        assert stop.reason == "end"
+        while (stop := s.run(-1)).reason == "breakpoint":
+            back.append(stop.t)
+        assert stop.reason in ("start", "breakpoint")
+        if stop.reason == "breakpoint":           # main's begin: about to run at t=0
+            assert stop.t == 0 and pc == prog.functions[prog.main].begin
+            back.append(0)
+        assert fwd == expected, (pc, prog.op_at(pc).name)
+        at_start = [0] if pc == prog.functions[prog.main].begin else []
+        assert back == expected[::-1] + at_start, pc

@@ -68,6 +68,10 @@ def lookup(word: str) -> Command | None:
     return hits[0] if len(hits) == 1 else None
 
 
+def _names(c: Command) -> str:
+    return c.name + (f" ({', '.join(c.aliases)})" if c.aliases else "")
+
+
 def _count(text: str, default: int = 1) -> int:
     text = text.strip()
     if not text:
@@ -307,7 +311,7 @@ bottom of a loop it runs until the loop is left.""")
 
     # ---- reverse ----------------------------------------------------------------------------
 
-    @_cmd("reverse-step", ("rs", "back", "rsi", "reverse-stepi"), "reverse", "reverse-step [N]",
+    @_cmd("reverse-step", ("rs", "back", "rsi"), "reverse", "reverse-step [N]",
           "undo N instructions (default 1), entering calls backward",
           """
 Runs N instructions backward: each runs its exact inverse, so the state at t-1 comes back
@@ -486,7 +490,8 @@ instruction is about to run.  See also tbreak, condition, delete, disable, enabl
     def do_break(self, arg: str, temporary: bool = False) -> None:
         loc, cond = self._split_condition(arg)
         desc, pcs = self.resolve_location(loc)
-        bp = self.s.add_breakpoint(loc or desc, pcs, cond, temporary)
+        spec = desc.split(" (")[0] if not loc or loc.isdigit() else loc   # `15` -> file:15
+        bp = self.s.add_breakpoint(spec, pcs, cond, temporary)
         kind = "Temporary breakpoint" if temporary else "Breakpoint"
         self.out.print((f"{kind} {bp.number}", "bold"), f" at {desc}: pc {', '.join(map(str, pcs))}",
                        f" if {bp.condition}" if bp.condition else "")
@@ -946,10 +951,10 @@ backward reaches, so it asks for confirmation and drops the bookmarks after now.
     def _help_group(self, group: str) -> None:
         title = dict(GROUPS)[group]
         self.out.print((title, "bold underline"))
+        width = max(len(_names(c)) for c in COMMANDS) + 2
         for c in COMMANDS:
             if c.group == group:
-                names = c.name + (f" ({', '.join(c.aliases)})" if c.aliases else "")
-                self.out.print(("  ", ""), (f"{names:<34}", "cyan"), c.summary)
+                self.out.print(("  ", ""), (f"{_names(c):<{width}}", "cyan"), c.summary)
 
     @_cmd("quit", ("q", "exit"), "session", "quit", "leave the debugger")
     def do_quit(self, arg: str) -> None:

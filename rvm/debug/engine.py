@@ -365,6 +365,16 @@ class Session:
                 remaining = None if budget is None else budget - abs(m.t - t0)
                 if remaining is not None and remaining <= 0:
                     return stop(on_budget)
+                if m.depth == 0:
+                    # Entering main from the start or the end is a step of its own: the
+                    # core's resume-from-breakpoint flag would otherwise skip a breakpoint
+                    # at main's first instruction, so take it alone and test the stop here.
+                    m.advance(direction, 1)
+                    self._normalize()
+                    s = at_pc() if m.pc in forward_pcs else None
+                    if s is not None:
+                        return s
+                    continue
                 if direction > 0:
                     rc = m.advance(+1, remaining)
                     if rc == "break":
