@@ -150,7 +150,7 @@ def rule_doc(op: Op) -> str:
         terms = [t[2:] if t.startswith("1 ") else t for t in terms]
         return f"y' {s}= " + " + ".join(terms)
     return {"neg": "y' = -y'", "swap": "duals exchanged",
-            "rot": f"(x', y') <- R({s}t)(x', y') {s} t' J (x, y)",
+            "rot": f"(x', y') <- R({s}t)(x', y') {s} t' J (x, y), (x, y) the rotated values",
             "move": "the dual moves with the value", "scope": "duals zero (checked at release)"
             }[rule.kind]
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from .derivatives import RULES, rule_doc
 from .functions import CMP_SYMBOLS, FN1, FN2
 from .table import CONTROL, EXACT, FAMILIES, OPS, READS_ONLY, ROW_WIDTH, SELF_INVERSE
 from .types import DEFAULT_FRACTION_BITS, TYPE_NAMES
@@ -51,6 +52,20 @@ def _flags(op) -> str:
     return ", ".join(marks)
 
 
+def _derivative_lines(ops) -> list[str]:
+    """The family's tangent rule (isa/derivatives.py), for its differentiable opcodes."""
+    diff = [op for op in ops if RULES[op.name] is not None]
+    if not diff:
+        return []
+    if ops[0].family in ("cvt", "uncvt"):
+        moving = [op for op in diff if RULES[op.name].partials]
+        return ["Derivative (float/fixed targets; primes are tangents): "
+                f"`{rule_doc(moving[0])}` from a float or fixed source; from an int or lns "
+                "source the increment is a constant.", ""]
+    names = ", ".join(f"`{op.name}`" for op in diff)
+    return [f"Derivative ({names}; primes are tangents): `{rule_doc(diff[0])}`", ""]
+
+
 def render() -> str:
     out = [
         "# rvm instruction set",
@@ -79,13 +94,20 @@ def render() -> str:
         out += [f"### {fam}", "", first.doc, "",
                 f"Syntax: `{first.syntax}` &nbsp; operands: `{' '.join(first.operands) or '-'}`"
                 f" &nbsp; inverse: `{first.inverse.split('.')[0]}`", "",
+                *_derivative_lines(ops),
                 "| opcode | mnemonic | types | flags |", "|---:|---|---|---|"]
         out += [f"| {op.code} | `{op.name}` | {_types(op)} | {_flags(op)} |" for op in ops]
         out.append("")
-    out += ["## Functions", "", "`y += f(x)`:", "", "| id | name | types | doc |", "|---:|---|---|---|"]
-    out += [f"| {f.id} | `{f.name}` | {', '.join(TYPE_NAMES[t] for t in f.types)} | {f.doc} |" for f in FN1]
-    out += ["", "`y += f(a, b)`:", "", "| id | name | types | doc |", "|---:|---|---|---|"]
-    out += [f"| {f.id} | `{f.name}` | {', '.join(TYPE_NAMES[t] for t in f.types)} | {f.doc} |" for f in FN2]
+    out += ["## Functions", "",
+            "The df columns are the partial derivatives the AD rules use (docs/ad.md), in the",
+            "expression language of isa/expr.py.", "",
+            "`y += f(x)`:", "", "| id | name | types | df/dx | doc |", "|---:|---|---|---|---|"]
+    out += [f"| {f.id} | `{f.name}` | {', '.join(TYPE_NAMES[t] for t in f.types)} | "
+            f"`{f.derivs[0]}` | {f.doc} |" for f in FN1]
+    out += ["", "`y += f(a, b)`:", "", "| id | name | types | df/da | df/db | doc |",
+            "|---:|---|---|---|---|---|"]
+    out += [f"| {f.id} | `{f.name}` | {', '.join(TYPE_NAMES[t] for t in f.types)} | "
+            f"`{f.derivs[0]}` | `{f.derivs[1]}` | {f.doc} |" for f in FN2]
     out += ["", "## Conditions", "",
             "A condition word is `cmp + 16 * type`; cmp 0 is *always*; " +
             ", ".join(f"{k} is `{v}`" for k, v in CMP_SYMBOLS.items()) +

@@ -205,3 +205,36 @@ def test_memory_of_the_adjoint_sweep_does_not_grow_with_steps():
         rvm.derivatives(prog, of="x", wrt="one", inputs={"n": n}, machine=m)
         peaks.append((m.stats["peak_stack"], m.stats["peak_frame_cells"]))
     assert peaks[0] == peaks[1]
+
+
+def test_cli_grad_json_check_and_hessian(capsys):
+    from rvm.cli import main
+
+    rc = main(["grad", str(ACCUMULATE), "--of", "x", "--wrt", "x,one", "n=250", "--check", "fd",
+               "--hessian", "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert rc == 0
+    assert doc["gradient"] == {"x": 1.0, "one": 250.0}
+    assert doc["check_passed"] and doc["check"]["one"]["fd"] == pytest.approx(250.0)
+    assert doc["hessian"] == {"cells": ["x", "one"], "matrix": [[0.0, 0.0], [0.0, 0.0]]}
+    assert doc["drift"] == {} and doc["released"] is None
+
+
+def test_cli_grad_table_and_errors(capsys):
+    from rvm.cli import main
+
+    assert main(["grad", str(ACCUMULATE), "--of", "x", "--wrt", "one", "n=7"]) == 0
+    out = capsys.readouterr().out
+    assert "x = 7.0" in out and "inputs restored bit for bit" in out
+    assert out.count("7") >= 2
+    assert main(["grad", str(ACCUMULATE), "--of", "n", "--wrt", "x"]) == 2
+    assert "'n' is an int cell" in capsys.readouterr().err
+
+
+def test_cli_grad_exit_5_on_infinite_derivative(tmp_path):
+    p = tmp_path / "root.rasm"
+    p.write_text("inout x: float = 0.0\noutput y: float\nfunc main() {\n    y += sqrt(x)\n}\n")
+    r = subprocess.run([sys.executable, "-m", "rvm.cli", "grad", str(p), "--of", "y", "--wrt", "x"],
+                       capture_output=True, text=True)
+    assert r.returncode == 5
+    assert "not finite" in r.stderr and "root.rasm:4:5" in r.stderr
