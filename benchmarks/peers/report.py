@@ -76,7 +76,8 @@ def task_table(title: str, rows: list[Row], notes: list[str]) -> Table:
             t.add_section()
         first = False
         for peer, r in peers.items():
-            grad = fmt_time(r.grad_s) if r.counts else ("-" if r.grad_s is None else "(wrong)")
+            grad = fmt_time(r.grad_s) if r.counts else ("-" if r.grad_s is None
+                                                         else f"({fmt_time(r.grad_s)})")
             gf = r.grad_s / r.forward_s if r.counts and r.forward_s else None
             cells = [case, peer, fmt_time(r.forward_s)]
             if per_iter:
