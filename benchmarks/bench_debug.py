@@ -81,7 +81,7 @@ def main() -> None:
         print(json.dumps(child(a.child, a.conditional)))
         return
     print(f"{'steps':>10}  {'breakpoint':<22} {'peak RSS':>10} {'(before)':>9} "
-          f"{'steps/s':>12} {'time':>8}")
+          f"{'steps/s':>12} {'time':>10}")
     for size in a.sizes:
         for conditional in (False, True):
             if conditional and size > 10 ** 6:
@@ -94,7 +94,7 @@ def main() -> None:
             kind = "conditional, in loop" if conditional else "at main (not hit)"
             print(f"{r['steps']:>10}  {kind:<22} {r['peak_rss_mib']:>7.1f} MiB "
                   f"{r['rss_before_mib']:>6.1f} MiB {r['steps_per_s']:>12.3g} "
-                  f"{r['seconds']:>7.3f}s")
+                  f"{r['seconds'] * 1000:>7.1f} ms")
 
 
 if __name__ == "__main__":

@@ -137,6 +137,7 @@ def _run_lines(dbg: Debugger, lines: Iterable[tuple[str, str]], echo: bool) -> b
         if echo:
             dbg.out.print(dbg.prompt() + line.strip(), style="dim" if dbg.out.color else None)
         if not dbg.execute(line):
+            sys.stdout.flush()
             print(f"rvm debug: {where}: the command {line.strip()!r} failed", file=sys.stderr)
             return False
     return True

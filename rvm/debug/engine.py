@@ -649,9 +649,12 @@ class Session:
             out = []
             for t in (t1, t2):
                 s = self.goto(t)
-                if s.reason not in ("goto", "end") or (t not in ("end",) and s.t != (
-                        0 if t == "start" else t)):
-                    raise DebugError(f"cannot reach t={t}: {s.trap or s.note or s.reason}")
+                # `end` of a run that traps is the trap: the last state there is
+                reached = s.reason in ("end", "trap") if t == "end" else \
+                    s.reason == "goto" and s.t == (0 if t == "start" else t)
+                if not reached:
+                    why = s.trap.detail if s.trap else s.note or s.reason
+                    raise DebugError(f"cannot reach t={t}: {why}")
                 out.append(self.snapshot())
         finally:
             self._go_back_to(t0)
