@@ -1,0 +1,110 @@
+"""The NiLang paper's examples in programs/: values against references, gradients, round trips.
+
+besselj.rasm, besselj_fixed.rasm, norm.rasm, umm.rasm, qr.rasm, petersen.rasm, petersen3.rasm
+"""
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import rvm
+
+ROOT = Path(__file__).resolve().parent.parent
+PROGRAMS = ROOT / "programs"
+
+J2_3 = 0.486091260585891            # J_2(3)
+DJ2_3 = 0.0149981181353424          # J_2'(3)
+D2J2_3 = -0.275050073037276         # J_2''(3)
+
+
+def load(name):
+    return rvm.assemble(PROGRAMS / name)
+
+
+def run(prog, inputs, of):
+    return rvm.run(prog, inputs).outputs[of]
+
+
+def fd(prog, of, inputs, name, h=1e-6):
+    """Central finite differences of output `of` over every cell of input `name`."""
+    base = np.array(inputs[name], dtype=float)
+    g = np.zeros(base.shape)
+    for i in np.ndindex(base.shape):
+        vals = []
+        for s in (h, -h):
+            x = base.copy()
+            x[i] += s
+            vals.append(run(prog, {**inputs, name: x if x.shape else float(x)}, of))
+        g[i] = (vals[0] - vals[1]) / (2 * h)
+    return g
+
+
+def assert_roundtrip(prog, inputs, exact):
+    """Forward then backward gives the inputs back: bit for bit, or within float rounding."""
+    rt = rvm.roundtrip(prog, inputs)
+    if exact:
+        assert rt.exact, rt.drift
+    else:
+        assert rt.exact_broken == [] and all(d < 1e-12 for d in rt.drift.values()), rt.drift
+    return rt.outputs
+
+
+# ---- norm.rasm ----------------------------------------------------------------------------
+
+def test_norm_value_and_roundtrip():
+    prog = load("norm.rasm")
+    out = assert_roundtrip(prog, {}, exact=True)
+    assert out["res"] == pytest.approx(np.sqrt(14), rel=1e-15)
+    assert rvm.run(prog).garbage == []
+
+
+def test_norm_gradient():
+    prog = load("norm.rasm")
+    x = np.array([1.0, 2.0, 3.0])
+    np.testing.assert_allclose(fd(prog, "res", {"x": x}, "x"), x / np.sqrt(14), rtol=1e-8)
+
+
+# ---- besselj.rasm (float) -----------------------------------------------------------------
+
+@pytest.mark.parametrize("z, nu, ref", [(3.0, 2, J2_3), (1.5, 0, 0.5118276717359181),
+                                        (0.5, 1, 0.2422684576748739),
+                                        (5.0, 2, 0.0465651162777522), (0.0, 0, 1.0)])
+def test_besselj_value(z, nu, ref):
+    res = rvm.run(load("besselj.rasm"), {"z": z, "nu": nu})
+    assert res.outputs["out"] == pytest.approx(ref, abs=1e-15)
+    assert res.garbage == []
+
+
+def test_besselj_negative_z_and_term_limit():
+    prog = load("besselj.rasm")
+    assert run(prog, {"z": -2.0, "nu": 3, "nterms": 17}, "out") == pytest.approx(
+        -0.1289432494744021, abs=1e-16)
+    with pytest.raises(rvm.errors.AssertionTrap):
+        rvm.run(prog, {"nu": 3, "nterms": 18})          # 21! does not fit int64
+
+
+def test_besselj_roundtrip():
+    assert_roundtrip(load("besselj.rasm"), {}, exact=False)
+
+
+def test_besselj_derivatives():
+    prog = load("besselj.rasm")
+    assert fd(prog, "out", {"z": 3.0}, "z", h=1e-5) == pytest.approx(DJ2_3, abs=1e-9)
+
+
+# ---- besselj_fixed.rasm -------------------------------------------------------------------
+
+@pytest.mark.parametrize("z, nu, ref", [(3.0, 2, J2_3), (1.5, 0, 0.5118276717359181),
+                                        (0.5, 1, 0.2422684576748739),
+                                        (2.0, 3, 0.1289432494744021),
+                                        (5.0, 2, 0.0465651162777522)])
+def test_besselj_fixed_value_and_roundtrip(z, nu, ref):
+    prog = load("besselj_fixed.rasm")
+    out = assert_roundtrip(prog, {"z": z, "nu": nu}, exact=True)
+    assert out["out"] == pytest.approx(ref, abs=1e-11)
+    assert rvm.run(prog, {"z": z, "nu": nu}).garbage == []
+
+
+def test_besselj_fixed_derivative():
+    prog = load("besselj_fixed.rasm")
+    assert fd(prog, "out", {"z": 3.0}, "z", h=1e-4) == pytest.approx(DJ2_3, abs=1e-7)
