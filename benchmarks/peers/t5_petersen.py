@@ -1,0 +1,224 @@
+"""T5: one gradient of the Petersen graph embedding loss, k = 4 (NiLang paper, section IV E).
+
+x places the 10 vertices in k dimensions (vertex-major: x[v*k + r]).  D1 / D2 are the
+Euclidean distances over the 15 edges / 30 non-edges, m = mean, v = sample variance (as
+(mean(D^2) - m^2) n/(n-1)):   loss = v1 + v2 + relu-exp(m1 - m2 + 0.1),  where
+relu-exp(c) = exp(c) - 1 for c > 0 and 0 otherwise.  The same definition as
+programs/petersen.rasm; x from a fixed seed.
+"""
+from __future__ import annotations
+
+import ctypes
+import math
+from functools import lru_cache
+from typing import Any, Callable
+
+import numpy as np
+
+from . import rvm_side
+from .common import Impl, Skip, c_lib, dptr
+from .engine import Ctx, Row, run_case
+
+PROGRAM = "programs/petersen.rasm"
+K, NV = 4, 10
+RVM_X, RVM_OUT = "x", "out"
+RVM_EXTRA: dict[str, Any] = {}
+
+# outer 5-cycle, spokes, inner pentagram (vertices 0..9)
+EDGES = [(0, 1), (1, 2), (2, 3), (3, 4), (0, 4), (0, 5), (1, 6), (2, 7), (3, 8), (4, 9),
+         (5, 7), (7, 9), (6, 9), (6, 8), (5, 8)]
+NON_EDGES = [(i, j) for i in range(NV) for j in range(i + 1, NV)
+             if (i, j) not in EDGES and (j, i) not in EDGES]
+
+
+@lru_cache(maxsize=None)
+def data() -> np.ndarray:
+    return np.random.default_rng(5).standard_normal(NV * K)
+
+
+def _pairs() -> tuple[np.ndarray, np.ndarray]:
+    a = np.array([p[0] for p in EDGES + NON_EDGES], dtype=np.int32)
+    b = np.array([p[1] for p in EDGES + NON_EDGES], dtype=np.int32)
+    return a, b
+
+
+def rvm_impl() -> Impl:
+    if rvm_side.program_path(PROGRAM) is None:
+        raise Skip(f"rvm: {PROGRAM} not written yet")
+    prog = rvm_side.program(PROGRAM)
+    return rvm_side.impl(prog, {RVM_X: data(), **RVM_EXTRA}, of=RVM_OUT, wrt=[RVM_X])
+
+
+def c_impl() -> Impl:
+    lib = c_lib("t5_petersen")
+    lib.t5_forward.restype = lib.t5_grad.restype = ctypes.c_double
+    a, b = _pairs()
+    x = data()
+    gx = np.empty_like(x)
+    n1, n2 = len(EDGES), len(NON_EDGES)
+    pa, pb = ctypes.c_void_p(a.ctypes.data), ctypes.c_void_p(b.ctypes.data)
+    fargs = (ctypes.c_int(K), ctypes.c_int(n1), ctypes.c_int(n2), pa, pb, dptr(x))
+    gargs = (ctypes.c_int(K), ctypes.c_int(NV), ctypes.c_int(n1), ctypes.c_int(n2), pa, pb,
+             dptr(x), dptr(gx))
+
+    def grad() -> dict[str, np.ndarray]:
+        lib.t5_grad(*gargs, ctypes.c_long(1))
+        return {RVM_X: gx.copy()}
+
+    return Impl(lambda: lib.t5_forward(*fargs, ctypes.c_long(1)), grad,
+                forward_loop=lambda k: lib.t5_forward(*fargs, ctypes.c_long(k)),
+                grad_loop=lambda k: lib.t5_grad(*gargs, ctypes.c_long(k)),
+                extra={"keep": (a, b, x, gx)})   # the C side holds raw pointers
+
+
+def python_impl() -> Impl:
+    x0 = data().tolist()
+    sets = (EDGES, NON_EDGES)
+
+    def stats(x: list[float]) -> tuple[list[list[float]], list[float], list[float], float]:
+        dist, ms, vs = [], [], []
+        for pairs in sets:
+            ds = []
+            for a, b in pairs:
+                s = 0.0
+                for r in range(K):
+                    t = x[a * K + r] - x[b * K + r]
+                    s += t * t
+                ds.append(math.sqrt(s))
+            n = len(ds)
+            m = sum(ds) / n
+            vs.append((sum(d * d for d in ds) / n - m * m) * n / (n - 1))
+            ms.append(m)
+            dist.append(ds)
+        c = ms[0] - ms[1] + 0.1
+        return dist, ms, vs, c
+
+    def forward() -> float:
+        _, _, vs, c = stats(x0)
+        return vs[0] + vs[1] + (math.exp(c) - 1.0 if c > 0 else 0.0)
+
+    def grad() -> dict[str, np.ndarray]:
+        x = x0
+        dist, ms, _, c = stats(x)
+        e = math.exp(c) if c > 0 else 0.0
+        g = [0.0] * (NV * K)
+        for si, pairs in enumerate(sets):
+            n = len(pairs)
+            gm = -2.0 * ms[si] * n / (n - 1) + (e if si == 0 else -e)
+            for (a, b), d in zip(pairs, dist[si]):
+                gd2 = 1.0 / (n - 1) + gm / n * 0.5 / d      # d loss / d (squared distance)
+                for r in range(K):
+                    t = 2.0 * gd2 * (x[a * K + r] - x[b * K + r])
+                    g[a * K + r] += t
+                    g[b * K + r] -= t
+        return {RVM_X: np.array(g)}
+
+    return Impl(forward, grad)
+
+
+def _loss(np_: Any, x: Any) -> Any:
+    """The loss in an array library's vectorized ops (numpy API: autograd.numpy, jax.numpy)."""
+    p = np_.reshape(x, (NV, K))
+    out = 0.0
+    ms = []
+    for pairs in (EDGES, NON_EDGES):
+        a = np.array([q[0] for q in pairs])
+        b = np.array([q[1] for q in pairs])
+        diff = p[a] - p[b]
+        d2 = np_.sum(diff * diff, axis=1)
+        d = np_.sqrt(d2)
+        n = len(pairs)
+        m = np_.sum(d) / n
+        out = out + (np_.sum(d2) / n - m * m) * n / (n - 1)
+        ms.append(m)
+    c = ms[0] - ms[1] + 0.1
+    return out + np_.where(c > 0, np_.exp(np_.maximum(c, 0.0)) - 1.0, 0.0)
+
+
+def numpy_impl() -> Impl:
+    x = data()
+    a1, b1 = (np.array(v) for v in zip(*EDGES))
+    a2, b2 = (np.array(v) for v in zip(*NON_EDGES))
+
+    def grad() -> dict[str, np.ndarray]:
+        p = x.reshape(NV, K)
+        g = np.zeros_like(p)
+        res = []
+        for a, b in ((a1, b1), (a2, b2)):
+            diff = p[a] - p[b]
+            d = np.sqrt(np.einsum("ij,ij->i", diff, diff))
+            res.append((a, b, diff, d, d.mean()))
+        c = res[0][4] - res[1][4] + 0.1
+        e = math.exp(c) if c > 0 else 0.0
+        for si, (a, b, diff, d, m) in enumerate(res):
+            n = len(d)
+            gm = -2.0 * m * n / (n - 1) + (e if si == 0 else -e)
+            t = (2.0 * (1.0 / (n - 1) + gm / n * 0.5 / d))[:, None] * diff
+            np.add.at(g, a, t)
+            np.subtract.at(g, b, t)
+        return {RVM_X: g.reshape(-1)}
+
+    return Impl(lambda: _loss(np, x), grad, note="vectorized hand adjoint")
+
+
+def autograd_impl() -> Impl:
+    import autograd
+    import autograd.numpy as anp
+    x = data()
+    g = autograd.grad(lambda v: _loss(anp, v))
+    return Impl(lambda: _loss(np, x), lambda: {RVM_X: g(x)},
+                note="vectorized; forward = untraced")
+
+
+def torch_impl() -> Impl:
+    import torch
+
+    class _T:   # the numpy names _loss uses, in torch
+        reshape = staticmethod(torch.reshape)
+        sqrt = staticmethod(torch.sqrt)
+        exp = staticmethod(torch.exp)
+
+        @staticmethod
+        def sum(t: Any, axis: int | None = None) -> Any:
+            return t.sum() if axis is None else t.sum(dim=axis)
+
+        @staticmethod
+        def where(c: Any, a: Any, b: Any) -> Any:
+            return torch.where(c, a, torch.as_tensor(b, dtype=torch.float64))
+
+        @staticmethod
+        def maximum(t: Any, v: float) -> Any:
+            return torch.clamp(t, min=v)
+
+    x = torch.tensor(data(), requires_grad=True)
+
+    def forward() -> Any:
+        with torch.no_grad():
+            return _loss(_T, x)
+
+    def grad() -> dict[str, Any]:
+        (gx,) = torch.autograd.grad(_loss(_T, x), x)
+        return {RVM_X: gx}
+
+    return Impl(forward, grad, note="vectorized tensor ops")
+
+
+def jax_impl() -> Impl:
+    import jax
+    import jax.numpy as jnp
+    x = jnp.asarray(data())
+    fwd = jax.jit(lambda v: _loss(jnp, v))
+    g = jax.jit(jax.grad(lambda v: _loss(jnp, v)))
+    return Impl(lambda: fwd(x).block_until_ready(),
+                lambda: {RVM_X: g(x).block_until_ready()}, jit=True, note="vectorized")
+
+
+FACTORIES: dict[str, Callable[[], Impl]] = {
+    "rvm": rvm_impl, "C": c_impl, "python": python_impl, "numpy": numpy_impl,
+    "autograd": autograd_impl, "torch": torch_impl, "jax": jax_impl,
+}
+NOTES = [f"x: {NV} vertices x k = {K} coordinates from a fixed seed; 15 edges, 30 non-edges"]
+
+
+def run(ctx: Ctx) -> list[Row]:
+    return run_case(ctx, "T5", f"k={K}", K, dict(FACTORIES), rtol=1e-9, atol=1e-12)
