@@ -2,6 +2,7 @@
 
 besselj.rasm, besselj_fixed.rasm, norm.rasm, umm.rasm, qr.rasm, petersen.rasm, petersen3.rasm
 """
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +12,8 @@ import rvm
 
 ROOT = Path(__file__).resolve().parent.parent
 PROGRAMS = ROOT / "programs"
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import gen_programs  # noqa: E402
 
 J2_3 = 0.486091260585891            # J_2(3)
 DJ2_3 = 0.0149981181353424          # J_2'(3)
@@ -108,3 +111,51 @@ def test_besselj_fixed_value_and_roundtrip(z, nu, ref):
 def test_besselj_fixed_derivative():
     prog = load("besselj_fixed.rasm")
     assert fd(prog, "out", {"z": 3.0}, "z", h=1e-4) == pytest.approx(DJ2_3, abs=1e-7)
+
+
+# ---- umm.rasm and gen_programs.umm --------------------------------------------------------
+
+def umm_ref(x, theta):
+    """numpy reference: the Givens rotations of umm in order; returns (x, U)."""
+    n = len(x)
+    u = np.eye(n)
+    idx = 0
+    for k in range(n):
+        for l in range(k + 1, n):
+            c, s = np.cos(theta[idx]), np.sin(theta[idx])
+            g = np.eye(n)
+            g[k, k], g[k, l], g[l, k], g[l, l] = c, -s, s, c
+            u = g @ u
+            idx += 1
+    return u @ np.asarray(x, dtype=float), u
+
+
+def test_umm_file_is_generated():
+    assert (PROGRAMS / "umm.rasm").read_text() == gen_programs.umm(4)
+
+
+@pytest.mark.parametrize("n", [2, 4, 7])
+def test_umm_value_and_roundtrip(n):
+    prog = rvm.assemble(gen_programs.umm(n))
+    rng = np.random.default_rng(n)
+    x, theta = rng.normal(size=n), rng.normal(size=n * (n - 1) // 2)
+    out = assert_roundtrip(prog, {"x": x, "theta": theta}, exact=False)
+    want, _ = umm_ref(x, theta)
+    np.testing.assert_allclose(out["x"], want, atol=1e-13)
+    assert out["loss"] == pytest.approx(want.sum(), abs=1e-13)
+
+
+def test_umm_gradient():
+    prog = load("umm.rasm")
+    x, theta = np.arange(1.0, 5.0), 0.1 * np.arange(1, 7)
+    inputs = {"x": x, "theta": theta}
+    _, u = umm_ref(x, theta)
+    np.testing.assert_allclose(fd(prog, "loss", inputs, "x"), u.T @ np.ones(4), rtol=1e-8)
+    gt = fd(prog, "loss", inputs, "theta")
+    h = 1e-6
+    for j in range(6):          # the reference's own central differences
+        tp, tm = theta.copy(), theta.copy()
+        tp[j] += h
+        tm[j] -= h
+        ref = (umm_ref(x, tp)[0].sum() - umm_ref(x, tm)[0].sum()) / (2 * h)
+        assert gt[j] == pytest.approx(ref, rel=1e-6, abs=1e-9)
