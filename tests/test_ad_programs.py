@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import rvm
+from rvm.ad import derivatives
 
 ROOT = Path(__file__).resolve().parent.parent
 PROGRAMS = ROOT / "programs"
@@ -62,9 +63,10 @@ def test_norm_value_and_roundtrip():
 
 
 def test_norm_gradient():
-    prog = load("norm.rasm")
     x = np.array([1.0, 2.0, 3.0])
-    np.testing.assert_allclose(fd(prog, "res", {"x": x}, "x"), x / np.sqrt(14), rtol=1e-8)
+    d = derivatives(load("norm.rasm"), of="res", wrt=["x"], inputs={"x": x}, strict=True)
+    np.testing.assert_allclose(d.gradient["x"], x / np.sqrt(14), rtol=1e-15)
+    assert d.drift == {}
 
 
 # ---- besselj.rasm (float) -----------------------------------------------------------------
@@ -92,7 +94,25 @@ def test_besselj_roundtrip():
 
 def test_besselj_derivatives():
     prog = load("besselj.rasm")
-    assert fd(prog, "out", {"z": 3.0}, "z", h=1e-5) == pytest.approx(DJ2_3, abs=1e-9)
+    g = rvm.grad(prog, of="out", wrt=["z"], inputs={"z": 3.0})
+    assert g["z"] == pytest.approx(DJ2_3, abs=1e-7)
+    assert g["z"] == pytest.approx(DJ2_3, abs=1e-14)                # in fact to rounding
+    h = rvm.hessian(prog, of="out", wrt=["z"], inputs={"z": 3.0})
+    assert h.shape == (1, 1) and round(h[0, 0], 5) == -0.27505
+    assert h[0, 0] == pytest.approx(D2J2_3, abs=1e-13)
+    assert fd(prog, "out", {"z": 3.0}, "z", h=1e-5) == pytest.approx(g["z"], abs=1e-9)
+
+
+@pytest.mark.parametrize("z, nu", [(1.0, 0), (2.5, 1), (4.0, 3)])
+def test_besselj_gradient_matches_finite_differences(z, nu):
+    prog = load("besselj.rasm")
+    inputs = {"z": z, "nu": nu, "nterms": 16}
+    d = derivatives(prog, of="out", wrt=["z"], inputs=inputs, hessian=True, strict=True)
+    assert d.gradient["z"] == pytest.approx(fd(prog, "out", inputs, "z", h=1e-5), abs=1e-9)
+    gp, gm = (rvm.grad(prog, of="out", wrt="z", inputs={**inputs, "z": z + s})["z"]
+              for s in (1e-5, -1e-5))
+    assert d.hessian[0, 0] == pytest.approx((gp - gm) / 2e-5, abs=1e-8)
+    assert set(d.drift) <= {"z"} and d.drift.get("z", 0) < 1e-15
 
 
 # ---- besselj_fixed.rasm -------------------------------------------------------------------
@@ -108,8 +128,12 @@ def test_besselj_fixed_value_and_roundtrip(z, nu, ref):
     assert rvm.run(prog, {"z": z, "nu": nu}).garbage == []
 
 
-def test_besselj_fixed_derivative():
+def test_besselj_fixed_derivatives():
     prog = load("besselj_fixed.rasm")
+    d = derivatives(prog, of="out", wrt=["z"], inputs={"z": 3.0}, hessian=True, strict=True)
+    assert d.gradient["z"] == pytest.approx(DJ2_3, abs=1e-6)
+    assert d.hessian[0, 0] == pytest.approx(D2J2_3, abs=1e-6)
+    assert d.drift == {}                                            # z restored bit for bit
     assert fd(prog, "out", {"z": 3.0}, "z", h=1e-4) == pytest.approx(DJ2_3, abs=1e-7)
 
 
@@ -149,9 +173,13 @@ def test_umm_gradient():
     prog = load("umm.rasm")
     x, theta = np.arange(1.0, 5.0), 0.1 * np.arange(1, 7)
     inputs = {"x": x, "theta": theta}
+    d = derivatives(prog, of="loss", wrt=["x", "theta"], inputs=inputs, strict=True)
     _, u = umm_ref(x, theta)
-    np.testing.assert_allclose(fd(prog, "loss", inputs, "x"), u.T @ np.ones(4), rtol=1e-8)
+    np.testing.assert_allclose(d.gradient["x"], u.T @ np.ones(4), rtol=1e-13)
+    np.testing.assert_allclose(d.gradient["x"], fd(prog, "loss", inputs, "x"), rtol=1e-6)
     gt = fd(prog, "loss", inputs, "theta")
+    np.testing.assert_allclose(d.gradient["theta"], gt, rtol=1e-6)
+    assert all(v < 1e-14 for v in d.drift.values()), d.drift
     h = 1e-6
     for j in range(6):          # the reference's own central differences
         tp, tm = theta.copy(), theta.copy()
@@ -159,3 +187,13 @@ def test_umm_gradient():
         tm[j] -= h
         ref = (umm_ref(x, tp)[0].sum() - umm_ref(x, tm)[0].sum()) / (2 * h)
         assert gt[j] == pytest.approx(ref, rel=1e-6, abs=1e-9)
+
+
+def test_umm10_gradient_matches_finite_differences():
+    prog = rvm.assemble(gen_programs.umm(10))
+    rng = np.random.default_rng(10)
+    inputs = {"x": rng.normal(size=10), "theta": rng.normal(size=45)}
+    g = rvm.grad(prog, of="loss", wrt=["x", "theta"], inputs=inputs)
+    _, u = umm_ref(inputs["x"], inputs["theta"])
+    np.testing.assert_allclose(g["x"], u.T @ np.ones(10), rtol=1e-12)
+    np.testing.assert_allclose(g["theta"], fd(prog, "loss", inputs, "theta"), rtol=1e-6, atol=1e-9)
