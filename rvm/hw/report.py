@@ -167,8 +167,14 @@ class ProgramCost:
 # ---- rendering ----------------------------------------------------------------------------
 
 def _console(file=None):
+    """A rich console; off a terminal it is wide enough for every column (plain, stable
+    output for pipes and files)."""
+    import sys
+
     from rich.console import Console
-    return Console(file=file, highlight=False, soft_wrap=False)
+    f = file or sys.stdout
+    tty = hasattr(f, "isatty") and f.isatty()
+    return Console(file=f, highlight=False, soft_wrap=False, width=None if tty else 160)
 
 
 def cost_table(costs: list[Cost], temperature: float = ROOM_TEMPERATURE):
@@ -177,8 +183,8 @@ def cost_table(costs: list[Cost], temperature: float = ROOM_TEMPERATURE):
     t = Table(title=f"gate cost at width {costs[0].width}" if len({c.width for c in costs}) == 1
               else "gate cost")
     for col in ("instruction", "n", "NOT", "CNOT", "Toffoli", "MCX", "Fredkin", "total",
-                "depth", "T-depth", "wires", "ancillas", "garbage", "Landauer"):
-        t.add_column(col, justify="left" if col == "instruction" else "right")
+                "depth", "T-depth", "wires", "anc", "garbage", "Landauer"):
+        t.add_column(col, justify="left" if col == "instruction" else "right", no_wrap=True)
     for c in costs:
         g = c.gates
         t.add_row(c.name + (" (relabelling)" if c.relabelling else ""), str(c.width),

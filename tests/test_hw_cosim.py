@@ -1,0 +1,109 @@
+"""Co-simulation of the int/fixed example programs: every instruction done by its circuit,
+the whole state compared with the interpreter after every instruction, forward and back."""
+from __future__ import annotations
+
+import pytest
+
+import rvm
+from rvm.hw.build import NotRealized
+from rvm.hw.cosim import CosimError, WidthOverflow, cosimulate
+
+# (program, width, inputs, expected outputs, instructions forward)
+PROGRAMS = [
+    ("rfib.rasm", 16, {}, {"n": 10, "out": 55}, 1692),
+    ("rfibn.rasm", 16, {"n": 0, "z": 100}, {"n": 12, "z": 100}, 23038),
+    ("isqrt.rasm", 16, {"x": 1000}, {"x": 1000, "r": 31}, 230),
+    ("bubble_sort.rasm", 8, {}, None, 310),
+    ("stack_reverse.rasm", 8, {}, None, 52),
+    ("oscillator.rasm", 64, {"steps": 40}, None, 208),
+    ("poly_uncall.rasm", 64, {}, {"x": 2.0, "y": 17.0}, 12),
+]
+
+
+@pytest.mark.parametrize("name,width,inputs,outputs,steps", PROGRAMS)
+def test_example_programs_agree_at_every_step(name, width, inputs, outputs, steps):
+    prog = rvm.assemble(f"programs/{name}")
+    res = cosimulate(prog, inputs, width=width, name=name)
+    assert res.forward_steps == res.backward_steps == steps
+    if outputs is not None:
+        assert res.outputs == outputs
+    direct = rvm.run(prog, inputs).outputs
+    for k, v in res.outputs.items():
+        assert (v == direct[k]).all() if hasattr(v, "all") else v == direct[k]
+    c = res.cost
+    assert c.instructions == steps and c.total == sum(t.total for t in c.by_opcode.values())
+    assert c.garbage_bits == 0 and c.landauer(300.0) == 0.0
+    assert 0 < c.toffoli_depth <= c.depth <= c.total
+
+
+def test_rfib_report_figures():
+    res = cosimulate(rvm.assemble("programs/rfib.rasm"), {}, width=16)
+    c = res.cost
+    assert dict(c.gates) == {"not": 33587, "cnot": 82660, "toffoli": 34132}
+    assert (c.depth, c.toffoli_depth, c.ancilla_peak, c.wires) == (21384, 18002, 17, 354)
+    # 218 adds at 134 gates each (CDKM at n = 16: 28 NOT, 76 CNOT, 30 Toffoli)
+    assert c.by_opcode["add.i"].count == 218 and c.by_opcode["add.i"].total == 218 * 134
+
+
+def test_free_permutations_and_moves_are_counted():
+    res = cosimulate(rvm.assemble("programs/bubble_sort.rasm"), {}, width=8)
+    assert res.cost.relabellings == res.cost.by_opcode["swap.i"].count > 0
+    assert res.cost.by_opcode["swap.i"].total == 0
+    res = cosimulate(rvm.assemble("programs/stack_reverse.rasm"), {}, width=8)
+    assert res.cost.stack_peak == 5 and res.cost.moves > 0
+
+
+def test_a_value_outgrowing_the_width_is_reported():
+    prog = rvm.assemble("programs/rfib.rasm")
+    with pytest.raises(WidthOverflow) as e:
+        cosimulate(prog, {"n": 13}, width=8)
+    assert str(e.value) == ("programs/lib/rfib.rasm:13:13: step 3958 (forward), pc 8: inc.i "
+                            "out: out = 128 does not fit 8 bits (co-simulate at a larger "
+                            "--width)")
+
+
+def test_inputs_must_fit_the_width():
+    prog = rvm.assemble("programs/isqrt.rasm")
+    with pytest.raises(WidthOverflow, match="x = 1000 does not fit 8 bits"):
+        cosimulate(prog, {"x": 1000}, width=8)
+
+
+def test_unrealized_instructions_are_named():
+    prog = rvm.assemble("programs/accumulate.rasm")
+    with pytest.raises(NotRealized, match=r"cannot run pc \d+: add.f .* \(no gate realization\)"):
+        cosimulate(prog, {}, width=16)
+    src = "inout x: int = 5\nfunc main() {\n    rotl x, 3\n}\n"
+    with pytest.raises(NotRealized, match="rotations turn all 64 bits: co-simulate at --width 64"):
+        cosimulate(rvm.assemble(src), {}, width=16)
+    res = cosimulate(rvm.assemble(src), {}, width=64)
+    assert res.outputs == {"x": 40} and res.cost.relabellings == 1
+
+
+def test_a_wrong_circuit_is_caught(monkeypatch):
+    """Break one realization (y += a computed as y ^= a) and the co-simulation names the step."""
+    from isa import gates
+    from rvm.hw import build
+
+    def bad_add(b, r, p):
+        for t, s in zip(r[0], r[1]):
+            b.x(t, s)
+    monkeypatch.setitem(gates.REALIZATIONS, "add", gates.Realization(bad_add, gates.IF, "xor"))
+    build._cached.cache_clear()
+    try:
+        src = "inout x: int = 3\ninout y: int = 1\nfunc main() {\n    x += y\n}\n"
+        with pytest.raises(CosimError) as e:
+            cosimulate(rvm.assemble(src, filename="t.rasm"), {}, width=16)
+        assert str(e.value) == ("t.rasm:4:5: step 1 (forward), pc 1: add.i x, y: x: the "
+                                "circuit gives 2, the interpreter 4")
+    finally:
+        build._cached.cache_clear()
+
+
+def test_same_cell_sources_and_a_trap():
+    src = ("inout x: int = 7\ninout y: int = 0\nfunc main() {\n    y += x * x\n"
+           "    assert y == 49\n}\n")
+    res = cosimulate(rvm.assemble(src), {}, width=16)
+    assert res.outputs == {"x": 7, "y": 49}
+    from rvm.errors import AssertionTrap
+    with pytest.raises(AssertionTrap):
+        cosimulate(rvm.assemble(src), {"x": 6}, width=16)
