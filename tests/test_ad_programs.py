@@ -197,3 +197,35 @@ def test_umm10_gradient_matches_finite_differences():
     _, u = umm_ref(inputs["x"], inputs["theta"])
     np.testing.assert_allclose(g["x"], u.T @ np.ones(10), rtol=1e-12)
     np.testing.assert_allclose(g["theta"], fd(prog, "loss", inputs, "theta"), rtol=1e-6, atol=1e-9)
+
+
+# ---- qr.rasm ------------------------------------------------------------------------------
+
+QR_A = np.array([2.0, -1.0, 0.5, 1.0, 3.0, -2.0, 0.5, 1.0, 4.0])
+
+
+def assert_qr_matches_numpy(a, q, r):
+    q0, r0 = np.linalg.qr(a)
+    s = np.sign(np.diag(r0))                    # numpy's column signs; ours: diag(R) > 0
+    np.testing.assert_allclose(q, q0 * s, atol=1e-13)
+    np.testing.assert_allclose(r, r0 * s[:, None], atol=1e-13)
+
+
+@pytest.mark.parametrize("seed", [None, 1, 2, 3])
+def test_qr_matches_numpy(seed):
+    a = QR_A if seed is None else np.random.default_rng(seed).normal(size=9)
+    out = assert_roundtrip(load("qr.rasm"), {"A": a}, exact=False)
+    q, r = out["Q"].reshape(3, 3), out["R"].reshape(3, 3)
+    assert_qr_matches_numpy(a.reshape(3, 3), q, r)
+    np.testing.assert_allclose(q @ r, a.reshape(3, 3), atol=1e-13)
+    assert out["loss"] == pytest.approx(q.sum() + r.sum(), abs=1e-13)
+
+
+@pytest.mark.parametrize("seed", [None, 4])
+def test_qr_gradient_matches_finite_differences(seed):
+    prog = load("qr.rasm")
+    a = QR_A if seed is None else np.random.default_rng(seed).normal(size=9)
+    d = derivatives(prog, of="loss", wrt=["A"], inputs={"A": a}, strict=True)
+    np.testing.assert_allclose(d.gradient["A"], fd(prog, "loss", {"A": a}, "A"), rtol=1e-6)
+    assert "A" not in d.drift                   # the input comes back bit for bit
+    assert all(v < 1e-13 for v in d.drift.values()), d.drift
