@@ -12,8 +12,9 @@ from .common import ROOT, Impl, rvm_grad_missing
 @lru_cache(maxsize=None)
 def program(path_or_text: str) -> Any:
     import rvm
-    p = ROOT / path_or_text
-    return rvm.assemble(str(p)) if p.is_file() else rvm.assemble(path_or_text)
+    if "\n" in path_or_text:          # program text (e.g. from benchmarks/gen_programs.py)
+        return rvm.assemble(path_or_text)
+    return rvm.assemble(str(ROOT / path_or_text))
 
 
 def impl(prog: Any, inputs: dict[str, Any], of: str, wrt: list[str],

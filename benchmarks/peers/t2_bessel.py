@@ -15,12 +15,26 @@ from typing import Any, Callable
 import numpy as np
 
 from . import rvm_side
-from .common import Impl, Skip, c_lib
+from .common import ROOT, Impl, Skip, c_lib
 from .engine import Ctx, Row, run_case
 
 PROGRAM = "programs/besselj.rasm"
 Z, NU = 3.0, 2
-NTERMS = 20       # the program's default: terms a_0 .. a_19 (rvm's `for k in 1..nterms`)
+
+
+def _program_nterms(default: int = 18) -> int:
+    """The program's default number of terms (`inout nterms: int = N`), so every peer sums
+    exactly the terms rvm sums (k = 0 .. nterms-1)."""
+    import re
+    try:
+        text = (ROOT / PROGRAM).read_text()
+    except OSError:
+        return default
+    m = re.search(r"^\s*inout\s+nterms\s*:\s*int\s*=\s*(\d+)", text, re.M)
+    return int(m.group(1)) if m else default
+
+
+NTERMS = _program_nterms()
 TERMS = NTERMS - 1   # K, the last term's index
 RVM_INPUTS: dict[str, Any] = {"z": Z, "nu": NU, "nterms": NTERMS}
 RVM_OUT, RVM_WRT = "out", "z"
@@ -187,8 +201,9 @@ FACTORIES: dict[str, Callable[[int], Impl]] = {
     "rvm": rvm_impl, "C": c_impl, "python": python_impl, "numpy": numpy_impl,
     "autograd": autograd_impl, "torch": torch_impl, "jax": jax_impl,
 }
-NOTES = [f"J_{NU}({Z}) with the same {NTERMS} terms of the series in every peer; "
-         "second-derivative rows time the second derivative in the gradient column"]
+NOTES = [f"J_{NU}({Z}) with the same {NTERMS} terms of the series in every peer (rvm computes "
+         "each term with pow and carried factorials; the other peers use the recurrence)",
+         "the d2J/dz2 rows time the second derivative (rvm: rvm.hessian) in the gradient column"]
 
 
 def run(ctx: Ctx) -> list[Row]:

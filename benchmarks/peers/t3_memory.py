@@ -133,12 +133,17 @@ def _over_budget(done: list[MemRow], n: int, max_mem: float, max_seconds: float)
     return None
 
 
-def _rss() -> int:
+def _status_kb(key: str) -> int:
+    """/proc/self/status field `key` in bytes (0 if absent)."""
     with open("/proc/self/status") as fh:
         for line in fh:
-            if line.startswith("VmRSS:"):
+            if line.startswith(key + ":"):
                 return int(line.split()[1]) * 1024
     return 0
+
+
+def _rss() -> int:
+    return _status_kb("VmRSS")
 
 
 def child(peer: str, n: int) -> None:
@@ -157,7 +162,9 @@ def child(peer: str, n: int) -> None:
     t0 = time.perf_counter()
     g = impl.grad()
     secs = time.perf_counter() - t0
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    # VmHWM, not ru_maxrss: Linux carries the parent's peak RSS over fork+exec into the
+    # child's ru_maxrss, so a big harness process would mask the child's own peak
+    peak = _status_kb("VmHWM") or resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     bad = compare(g, t1.exact(n), rtol=1e-12, atol=0.0)
     print(json.dumps({"peak": peak, "base": base, "seconds": secs,
                       "check": "ok" if bad is None else f"WRONG: {bad}"}))
