@@ -245,7 +245,8 @@ def test_history_lists_every_write(tmp_path, capsys):
     rc, out, _ = debug(tmp_path, capsys, PROGRAMS / "rfib.rasm",
                        ["goto end", "history out", "history out 2", "when"], "n=5")
     assert rc == 0
-    rows = re.findall(r"^(\d+)\s+out\s+(\d+) -> (\d+)\s+inc.i out", after(out, "history out"), re.M)
+    rows = re.findall(r"^(\d+)\s+out\s+(\d+) -> (\d+)\s+inc.i out", after(out, "history out"),
+                      re.M)
     assert [(int(a), int(b)) for _, a, b in rows] == [(k, k + 1) for k in range(5)]
     assert "history out all" in after(out, "history out 2")
     assert after(out, "when").startswith("t=142,")          # came back
@@ -260,7 +261,8 @@ def test_array_slices_and_raw_cells(tmp_path, capsys):
     assert after(out, "print xs[1:3]").startswith("xs[1:3] = [2, 9]")
     assert after(out, "print sum(xs) + len(xs)").startswith("sum(xs) + len(xs) = 34")
     assert after(out, "print @0").startswith("@0 = 5")
-    assert "Watchpoint 1: xs[0]  5 -> 2  by swap.i xs[j], xs[j1] at programs/bubble_sort.rasm:19" in out
+    assert ("Watchpoint 1: xs[0]  5 -> 2  by swap.i xs[j], xs[j1] at "
+            "programs/bubble_sort.rasm:19") in out
     assert "was not written since the start" in after(out, "last xs[3]")
 
 

@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 from rich.table import Table
 
-from ..errors import Trap
+from ..errors import RVMError, Trap
 from .cells import CellError, Ref, format_value, hex_word
 from .engine import Change, DebugError, Session, Stop
 from .view import Out, SourceCache
@@ -117,13 +117,21 @@ class Debugger:
             rest = f"/{fmt} {rest}"
         cmd = lookup(word)
         if cmd is None:
-            self.error(f"unknown command {word!r}; `help` lists the commands")
+            hits = [c.name for c in COMMANDS if c.name.startswith(word)]
+            self.error(f"ambiguous command {word!r}: {', '.join(hits)}" if hits else
+                       f"unknown command {word!r}; `help` lists the commands")
             return False
         try:
             getattr(self, cmd.handler)(rest.strip())
             return True
-        except (CellError, Trap) as e:          # DebugError is a CellError
+        except (CellError, Trap, RVMError) as e:          # DebugError is a CellError
             self.error(str(e))
+            return False
+        except (Quit, KeyboardInterrupt):
+            raise
+        except Exception as e:                  # a bug must not end the user's session
+            self.error(f"internal error in {cmd.name}: {type(e).__name__}: {e} (please "
+                       f"report it)")
             return False
         finally:
             self.out.flush()
@@ -227,11 +235,7 @@ class Debugger:
                            (s.m.format_instruction(c.pc), "bold"), f" at {s.where(c.pc)}")
         if stop.watched and stop.direction < 0:
             self.note("(running backward: stopped just before that write; `step` redoes it)")
-        changes, total = s.changes(before)
-        if r == "trap" and stop.trap is not None:
-            self.show_position(changes, total)
-            return
-        self.show_position(changes, total)
+        self.show_position(*s.changes(before))
 
     def report_trap(self, trap: Trap) -> None:
         s = self.s
@@ -493,7 +497,8 @@ instruction is about to run.  See also tbreak, condition, delete, disable, enabl
         spec = desc.split(" (")[0] if not loc or loc.isdigit() else loc   # `15` -> file:15
         bp = self.s.add_breakpoint(spec, pcs, cond, temporary)
         kind = "Temporary breakpoint" if temporary else "Breakpoint"
-        self.out.print((f"{kind} {bp.number}", "bold"), f" at {desc}: pc {', '.join(map(str, pcs))}",
+        self.out.print((f"{kind} {bp.number}", "bold"),
+                       f" at {desc}: pc {', '.join(map(str, pcs))}",
                        f" if {bp.condition}" if bp.condition else "")
 
     @_cmd("tbreak", ("tb",), "breakpoints", "tbreak LOCATION [if CONDITION]",
@@ -714,7 +719,8 @@ len/abs/min/max/sum.  `print/x` prints the raw 64-bit words in hex.""")
         if not len(words):
             self.out.print("the value stack is empty")
             return
-        self.out.print(f"value stack ({len(words)} words, top last):")
+        n = len(words)
+        self.out.print(f"value stack ({n} word{'s' if n != 1 else ''}, top last):")
         for k, w in enumerate(words):
             self.out.print(f"  [{k}] {int(w)}  {hex_word(int(w))}")
 
@@ -909,6 +915,15 @@ backward reaches, so it asks for confirmation and drops the bookmarks after now.
         cell, eq, value = arg.partition("=")
         if not eq or not cell.strip() or not value.strip():
             raise DebugError("usage: set CELL = VALUE")
+        scope = self.s.scope()
+        ref = scope.reference(cell)             # check the cell and value before asking
+        if not ref.writable:
+            raise DebugError(f"{ref.name} is a constant (read-only)")
+        v = scope.value_for_store(value)
+        n = ref.length or 1
+        if isinstance(v, list) and len(v) != n:
+            raise DebugError(f"{ref.name} has {n} cell{'s' if n != 1 else ''}, the value "
+                             f"has {len(v)}")
         later = [n for n, t in self.s.bookmarks.items() if t > self.s.t]
         question = (f"Changing {cell.strip()} forks the timeline at t={self.s.t}: the run "
                     f"from here on (and back) will differ" +
@@ -972,6 +987,7 @@ backward reaches, so it asks for confirmation and drops the bookmarks after now.
             raise DebugError(f"cannot read commands: {e}") from None
         for line in lines:
             if line.strip() and not line.strip().startswith("#"):
-                self.out.print(self.prompt() + line.strip(), style="dim" if self.out.color else None)
+                self.out.print(self.prompt() + line.strip(),
+                               style="dim" if self.out.color else None)
             if not self.execute(line):
                 raise DebugError(f"stopped: a command in {arg.strip()} failed")

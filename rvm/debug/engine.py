@@ -28,7 +28,7 @@ from ..errors import Trap
 from ..machine import Machine, TraceEvent
 from ..program import Program
 from ..values import decode
-from .cells import CellError, Ref, Scope, format_value
+from .cells import CellError, Ref, Scope
 
 __all__ = ["Breakpoint", "Watchpoint", "Stop", "Write", "Session", "DebugError"]
 
@@ -732,6 +732,3 @@ class Session:
                         r = Ref(name, loc.type, fp + loc.offset, loc.length)
                         return r.elements()[addr - r.addr] if loc.length else r
         return None
-
-    def describe(self, value: Any) -> str:
-        return format_value(value)
