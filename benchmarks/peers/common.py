@@ -66,6 +66,7 @@ class Impl:
     grad_loop: Callable[[int], Any] | None = None
     jit: bool = False
     note: str = ""
+    describe: Callable[[Any], str] | None = None   # after timing: more for the note (a Row)
     extra: dict[str, Any] = field(default_factory=dict)
 
 

@@ -96,6 +96,9 @@ def _run_peer(ctx: Ctx, row: Row, impl: Impl, ref: GradDict | None, rtol: float,
         tm = measure(impl.forward, impl.forward_loop, repeat=ctx.repeat, min_sample=ctx.min_sample,
                      max_total=ctx.max_total, first=first)
         row.forward_s = tm.median
+    if impl.describe is not None:
+        extra = impl.describe(row)
+        row.note = f"{row.note}; {extra}" if row.note else extra
     if impl.grad is None:
         return ref
     t0 = time.perf_counter()

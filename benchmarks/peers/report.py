@@ -68,7 +68,7 @@ def task_table(title: str, rows: list[Row], notes: list[str]) -> Table:
     t.add_column("compile", justify="right")
     t.add_column("peak mem", justify="right")
     t.add_column("check")
-    t.add_column("note", overflow="fold", max_width=44)
+    t.add_column("note", overflow="fold", max_width=60)
     cases = by_case(rows)
     first = True
     for (_, case), peers in cases.items():
@@ -314,11 +314,18 @@ def write_chart(path: Path, rows: list[Row], mem: list[MemRow], title: str) -> N
             vals.append(r)
             cols.append(COLORS["rvm"])
     if vals:
-        ax.barh(labels, vals, color=cols)
+        bars_ = ax.barh(labels, vals, color=cols)
+        ax.bar_label(bars_, labels=[f"{v:.3g}x" for v in vals], padding=3, fontsize=8)
         ax.axvline(1.0, color="k", lw=0.8)
         ax.set_xscale("log")
+        ax.set_xlim(right=max(vals) * 8)
+        ax.invert_yaxis()      # tasks top to bottom in run order
     ax.set_title("rvm gradient time / C hand adjoint")
     ax.grid(True, axis="x", which="both", alpha=0.3)
+    for a in axes.flat:
+        if not a.has_data():
+            a.text(0.5, 0.5, "not run", ha="center", va="center", transform=a.transAxes,
+                   color="0.5")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
