@@ -95,8 +95,10 @@ class Scope:
             func = program.functions[fi]
             for p, par in enumerate(func.params):
                 addr, length = core.param(level, p)
+                lo, hi = program.const_range       # a parameter bound to a constant
                 self.names[par.name] = Ref(par.name, par.type, int(addr),
-                                           int(length) if par.is_array else None, par.written)
+                                           int(length) if par.is_array else None,
+                                           not lo <= int(addr) < hi)
             # A name declared twice (two `for i` loops, a local declared again after its
             # delocal) has a cell per declaration.  Locals are zero outside their scope, so
             # the live one is the last declared that is nonzero (or else the last declared).
