@@ -76,10 +76,17 @@ def _tty(f: IO[str]) -> bool:
 
 
 def cmd_debug(a: argparse.Namespace) -> int:
-    from rvm.cli import _collect_values, _load, _set_values
+    from rvm.cli import UsageError, _collect_values, _load, _set_values
     from rvm.errors import RVMError
 
     program = _load(a.program)
+    scripted: list[tuple[str, str]] = []
+    if a.command_file:
+        try:
+            with open(a.command_file) as f:
+                scripted += [(f"{a.command_file}:{i}", line) for i, line in enumerate(f, 1)]
+        except (OSError, UnicodeDecodeError) as e:
+            raise UsageError(f"cannot read the command file: {e}") from None
     values = _collect_values(a.values, a.inputs)
     color = a.color == "always" or (a.color == "auto" and not a.batch and _tty(sys.stdout)
                                     and os.environ.get("NO_COLOR") is None
@@ -94,24 +101,14 @@ def cmd_debug(a: argparse.Namespace) -> int:
         session = Session(program, limit=a.limit, trace=trace,
                           setup=lambda m: _set_values(m, values, at_end=False))
     except (RVMError, ValueError, IndexError) as e:
-        from rvm.cli import UsageError
         raise UsageError(str(e)) from None
     interactive = _tty(sys.stdin) and not a.batch
     dbg = Debugger(session, out, batch=not interactive,
                    confirm=_ask if interactive else _yes(out))
-    name = a.program
-    out.print(("rvm debug", "bold"), f": {name}, {len(program.code)} instructions. "
+    out.print(("rvm debug", "bold"), f": {a.program}, {len(program.code)} instructions. "
               "`help` lists the commands.")
     dbg.show_position()
 
-    scripted: list[tuple[str, str]] = []
-    if a.command_file:
-        try:
-            with open(a.command_file) as f:
-                scripted += [(f"{a.command_file}:{i}", line) for i, line in enumerate(f, 1)]
-        except OSError as e:
-            from rvm.cli import UsageError
-            raise UsageError(f"cannot read the command file: {e}") from None
     scripted += [(f"-e #{i}", c) for i, c in enumerate(a.commands, 1)]
     try:
         if not _run_lines(dbg, scripted, echo=True):
