@@ -229,3 +229,64 @@ def test_qr_gradient_matches_finite_differences(seed):
     np.testing.assert_allclose(d.gradient["A"], fd(prog, "loss", {"A": a}, "A"), rtol=1e-6)
     assert "A" not in d.drift                   # the input comes back bit for bit
     assert all(v < 1e-13 for v in d.drift.values()), d.drift
+
+
+# ---- petersen.rasm (k = 4), petersen3.rasm (k = 3), examples/train_petersen.py -----------
+
+def petersen_ref(x, k):
+    x = np.asarray(x, dtype=float).reshape(10, k)
+    a = [np.linalg.norm(x[i] - x[j]) for i, j in gen_programs.PETERSEN_EDGES]
+    b = [np.linalg.norm(x[i] - x[j]) for i, j in gen_programs.PETERSEN_NON_EDGES]
+    return np.var(a, ddof=1) + np.var(b, ddof=1)
+
+
+def test_petersen_graph():
+    edges = {frozenset(e) for e in gen_programs.PETERSEN_EDGES}
+    assert len(edges) == 15 and len(gen_programs.PETERSEN_NON_EDGES) == 30
+    assert all(sum(v in e for e in edges) == 3 for v in range(10))          # 3-regular
+
+
+@pytest.mark.parametrize("name, k", [("petersen.rasm", 4), ("petersen3.rasm", 3)])
+def test_petersen_files_are_generated(name, k):
+    assert (PROGRAMS / name).read_text() == gen_programs.petersen(k)
+
+
+@pytest.mark.parametrize("name, k", [("petersen.rasm", 4), ("petersen3.rasm", 3)])
+def test_petersen_value_gradient_roundtrip(name, k):
+    prog = load(name)
+    assert rvm.run(prog).outputs["loss"] == pytest.approx(
+        petersen_ref(gen_programs.petersen_defaults(k), k), abs=1e-14)
+    x = np.random.default_rng(k).normal(size=10 * k)
+    out = assert_roundtrip(prog, {"x": x}, exact=False)
+    assert out["loss"] == pytest.approx(petersen_ref(x, k), abs=1e-13)
+    d = derivatives(prog, of="loss", wrt=["x"], inputs={"x": x}, strict=True)
+    np.testing.assert_allclose(d.gradient["x"], fd(prog, "loss", {"x": x}, "x"), rtol=1e-6,
+                               atol=1e-9)
+    assert "x" not in d.drift
+
+
+def test_petersen_zero_at_a_two_distance_embedding():
+    # vertex v = {i, j} of the Kneser graph K(5, 2) at e_i + e_j, projected to 4 dimensions
+    pairs = [(0, 1), (2, 3), (0, 4), (1, 2), (3, 4), (2, 4), (1, 4), (1, 3), (0, 3), (0, 2)]
+    edges = {frozenset(e) for e in gen_programs.PETERSEN_EDGES}
+    for a, b in edges:          # adjacent iff the 2-sets are disjoint
+        assert not set(pairs[a]) & set(pairs[b])
+    pts = np.zeros((10, 5))
+    for v, (i, j) in enumerate(pairs):
+        pts[v, [i, j]] = 1.0
+    basis = np.linalg.svd(pts - pts.mean(0))[2][:4]          # the 4-dim affine hull
+    x = (pts - pts.mean(0)) @ basis.T
+    assert abs(rvm.run(load("petersen.rasm"), {"x": x.ravel()}).outputs["loss"]) < 1e-14
+
+
+def test_train_petersen_k4_reaches_zero_k3_does_not():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("train_petersen",
+                                                  ROOT / "examples" / "train_petersen.py")
+    tp = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tp)
+    x4, h4 = tp.train(4, steps=1000, seed=2, log=lambda s: None)
+    x3, h3 = tp.train(3, steps=1000, seed=2, log=lambda s: None)
+    assert h4[-1][1] < 1e-5 and h3[-1][1] > 0.1
+    e, n = tp.lengths(x4)
+    assert e.mean() / n.mean() == pytest.approx(np.sqrt(2), rel=1e-3)
