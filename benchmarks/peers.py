@@ -72,6 +72,19 @@ def _cpu() -> str:
     return platform.processor() or "?"
 
 
+def _git_head() -> str:
+    """The checkout being measured (other engineers change it while we run)."""
+    import subprocess
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=HERE.parent,
+                              capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               cwd=HERE.parent, capture_output=True, text=True).stdout.strip()
+        return head + (" (modified)" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "?"
+
+
 def _list(text: str, allowed: tuple[str, ...], what: str) -> set[str]:
     items = {s.strip() for s in text.split(",") if s.strip()}
     canon = {a.lower(): a for a in allowed}
@@ -90,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tasks", default=",".join(TASKS), help="comma list of T1..T5")
     ap.add_argument("--peers", default=",".join(PEERS), help="comma list of " + ",".join(PEERS))
     ap.add_argument("--repeat", type=int, default=None,
-                    help="timing samples per measurement (median; default 7, quick 3)")
+                    help="timing samples per measurement (median; default 5, quick 3)")
     ap.add_argument("--max-call", type=float, default=None,
                     help="skip a peer whose projected single call exceeds this many seconds "
                          "(default 20, quick 2)")
@@ -106,18 +119,19 @@ def main(argv: list[str] | None = None) -> int:
     # a redirected run still gets the whole table (rich would fold it to 80 columns)
     console = Console() if sys.stdout.isatty() else Console(width=200)
     err = Console(stderr=True, style="dim")
-    repeat = a.repeat or (3 if a.quick else 7)
+    repeat = a.repeat or (3 if a.quick else 5)
     max_call = a.max_call or (2.0 if a.quick else 20.0)
     ctx = Ctx(quick=a.quick, repeat=repeat, min_sample=0.02 if a.quick else 0.1,
               max_call=max_call, max_total=3 * max_call, peers=peers,
               log=lambda s: err.print(s, highlight=False))
     started = time.time()
     meta = {"date": datetime.datetime.now().isoformat(timespec="seconds"),
-            "host": platform.node(), "cpu": _cpu(), "cores": os.cpu_count(),
+            "host": platform.node(), "cpu": _cpu(), "rvm_commit": _git_head(), "cores": os.cpu_count(),
             "loadavg_start": _loadavg(), "quick": a.quick, "repeat": repeat,
             "max_call_s": max_call, "versions": versions(), "rvm_gradient":
             rvm_grad_missing() or "available"}
-    console.print(f"[bold]rvm vs peers[/]  {meta['date']}  {meta['cpu']} x{meta['cores']}  "
+    console.print(f"[bold]rvm vs peers[/]  {meta['date']}  rvm {meta['rvm_commit']}  "
+                  f"{meta['cpu']} x{meta['cores']}  "
                   f"load {meta['loadavg_start']}  {'QUICK ' if a.quick else ''}"
                   f"median of up to {repeat} samples after a warm-up")
     console.print("  " + "  ".join(f"{k} {v}" for k, v in meta["versions"].items()

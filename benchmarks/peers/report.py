@@ -230,7 +230,17 @@ def print_targets(console: Console, ts: list[Target]) -> None:
 
 def write_json(path: Path, meta: dict[str, Any], rows: list[Row], mem: list[MemRow],
                ts: list[Target]) -> None:
-    data = {"meta": meta, "rows": [r.as_dict() for r in rows],
+    cases = by_case(rows)
+    out_rows = []
+    for r in rows:
+        d = r.as_dict()
+        peers = cases[(r.task, r.case)]
+        d["counts"] = r.counts
+        d["grad_over_forward"] = r.grad_s / r.forward_s if r.counts and r.forward_s else None
+        d["grad_vs_C"] = ratio(r, peers.get("C"))
+        d["grad_vs_rvm"] = ratio(r, peers.get("rvm"))
+        out_rows.append(d)
+    data = {"meta": meta, "rows": out_rows,
             "t3": [dict(m.__dict__, growth=m.growth) for m in mem],
             "targets": [t.__dict__ for t in ts]}
     path.parent.mkdir(parents=True, exist_ok=True)
