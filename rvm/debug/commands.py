@@ -11,7 +11,6 @@ import shlex
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from rich.table import Table
 
 from ..errors import RVMError, Trap
 from .cells import CellError, Ref, format_value, hex_word
@@ -617,13 +616,9 @@ and stays where it was.""")
         self.out.print(f"{m.group(1)}: {len(writes)} write{'s' if len(writes) != 1 else ''} "
                        f"before t={s.t}" + (f" (the last {len(writes)}; `history "
                                             f"{m.group(1)} all` for every one)" if more else ""))
-        table = Table(box=None, show_header=True, header_style="bold", pad_edge=False)
-        for col in ("t", "cell", "old -> new", "instruction", "at"):
-            table.add_column(col)
-        for w in writes:
-            table.add_row(str(w.t), w.name, f"{format_value(w.old)} -> {format_value(w.new)}",
-                          s.m.format_instruction(w.pc), s.where(w.pc))
-        self.out.print(table)
+        self.out.table([[str(w.t), w.name, f"{format_value(w.old)} -> {format_value(w.new)}",
+                         s.m.format_instruction(w.pc), s.where(w.pc)] for w in writes],
+                       ["t", "cell", "old -> new", "instruction", "at"])
 
     # ---- inspect -----------------------------------------------------------------------------
 
@@ -685,14 +680,9 @@ len/abs/min/max/sum.  `print/x` prints the raw 64-bit words in hex.""")
 
     def _cell_rows(self, refs: list[Ref]) -> None:
         scope = self.s.scope()
-        table = Table(box=None, show_header=False, pad_edge=False)
-        table.add_column(style="cyan")
-        table.add_column()
-        table.add_column(style="dim")
-        for ref in refs:
-            table.add_row(ref.name, format_value(scope.value(ref)),
-                          ref.type.name.lower() if ref.type is not None else "")
-        self.out.print(table)
+        self.out.table([[ref.name, format_value(scope.value(ref)),
+                         ref.type.name.lower() if ref.type is not None else ""]
+                        for ref in refs], styles=["cyan", None, "dim"])
 
     def info_locals(self, arg: str = "") -> None:
         level = self.s.level
@@ -729,23 +719,21 @@ len/abs/min/max/sum.  `print/x` prints the raw 64-bit words in hex.""")
         if not s.breakpoints and not s.watchpoints:
             self.out.print("no breakpoints or watchpoints")
             return
-        table = Table(box=None, show_header=True, header_style="bold", pad_edge=False)
-        for col in ("num", "type", "enabled", "where", "hits"):
-            table.add_column(col)
+        rows = []
         for n in sorted(list(s.breakpoints) + list(s.watchpoints)):
             if n in s.breakpoints:
                 bp = s.breakpoints[n]
                 where = f"{bp.spec} (pc {', '.join(map(str, sorted(bp.pcs)))})"
                 if bp.condition:
                     where += f" if {bp.condition}"
-                table.add_row(str(n), "tbreak" if bp.temporary else "break",
-                              "y" if bp.enabled else "n", where, str(bp.hits))
+                rows.append([str(n), "tbreak" if bp.temporary else "break",
+                             "y" if bp.enabled else "n", where, str(bp.hits)])
             else:
                 wp = s.watchpoints[n]
-                table.add_row(str(n), "watch", "y" if wp.enabled else "n",
-                              wp.ref.name + ("" if wp.where == "global" else f" in {wp.where}"),
-                              str(wp.hits))
-        self.out.print(table)
+                rows.append([str(n), "watch", "y" if wp.enabled else "n",
+                             wp.ref.name + ("" if wp.where == "global" else f" in {wp.where}"),
+                             str(wp.hits)])
+        self.out.table(rows, ["num", "type", "enabled", "where", "hits"])
 
     @_cmd("where", ("bt", "backtrace", "frames"), "inspect", "where",
           "the call stack, innermost frame first")

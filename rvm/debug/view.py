@@ -14,6 +14,7 @@ from pygments.token import (Comment, Keyword, Name, Number, Operator, Punctuatio
                             Text as TText)
 from rich.console import Console
 from rich.syntax import Syntax
+from rich.table import Table
 from rich.text import Text
 
 from isa.table import OPS
@@ -94,6 +95,25 @@ class Out:
             return
         self.console.print(Text.assemble(*[p if isinstance(p, (Text, tuple)) else str(p)
                                            for p in parts]), style=style)
+
+    def table(self, rows: list[list[str]], headers: list[str] | None = None,
+              styles: list[str | None] | None = None) -> None:
+        """Aligned columns: a rich Table on a terminal; plain, without trailing blanks,
+        otherwise."""
+        if not self.color:
+            lines = ([headers] if headers else []) + rows
+            widths = [max(len(r[k]) for r in lines) for k in range(len(lines[0]))]
+            for r in lines:
+                self.console.print(Text("  ".join(c.ljust(w) for c, w in zip(r, widths))
+                                        .rstrip()))
+            return
+        t = Table(box=None, show_header=headers is not None, header_style="bold",
+                  pad_edge=False)
+        for k, h in enumerate(headers or [""] * len(rows[0])):
+            t.add_column(h, style=(styles[k] if styles else None) or "")
+        for r in rows:
+            t.add_row(*r)
+        self.console.print(t)
 
     def text(self, *parts: Any) -> Text:
         return Text.assemble(*[p if isinstance(p, (Text, tuple)) else str(p) for p in parts])
