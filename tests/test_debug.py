@@ -316,3 +316,15 @@ def test_every_breakpoint_stops_at_the_same_steps_both_ways(name, values):
         assert fwd == expected, (pc, prog.op_at(pc).name)
         at_start = [0] if pc == prog.functions[prog.main].begin else []
         assert back == expected[::-1] + at_start, pc
+
+
+def test_until_leaves_a_loop_and_display_follows_stops(tmp_path, capsys):
+    rc, out, _ = debug(tmp_path, capsys, PROGRAMS / "isqrt.rasm",
+                       ["tbreak 17", "c", "display r", "until", "until", "undisplay", "step",
+                        "info breakpoints"], "x=50")
+    assert rc == 0
+    assert "programs/isqrt.rasm:18" in after(out, "until", 0)
+    left = after(out, "until", 1)                  # the whole loop ran: r is the root
+    assert "programs/isqrt.rasm:20" in left and "1: r = 7" in left
+    assert "1: r" not in after(out, "step")
+    assert "no breakpoints" in after(out, "info breakpoints")     # the tbreak is gone

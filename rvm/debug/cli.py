@@ -160,7 +160,10 @@ def _repl(dbg: Debugger) -> None:
         else:
             last = line
         if line.strip():
-            dbg.execute(line)
+            try:
+                dbg.execute(line)
+            except KeyboardInterrupt:        # outside a run (runs stop cleanly themselves)
+                dbg.out.print("interrupted")
 
 
 def _ask(question: str) -> bool:
