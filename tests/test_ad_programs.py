@@ -67,6 +67,8 @@ def test_norm_gradient():
     d = derivatives(load("norm.rasm"), of="res", wrt=["x"], inputs={"x": x}, strict=True)
     np.testing.assert_allclose(d.gradient["x"], x / np.sqrt(14), rtol=1e-15)
     assert d.drift == {}
+    h = rvm.hessian(load("norm.rasm"), of="res", wrt=["x"], inputs={"x": x})
+    np.testing.assert_allclose(h, (np.eye(3) - np.outer(x, x) / 14) / np.sqrt(14), atol=1e-15)
 
 
 # ---- besselj.rasm (float) -----------------------------------------------------------------
@@ -103,7 +105,7 @@ def test_besselj_derivatives():
     assert fd(prog, "out", {"z": 3.0}, "z", h=1e-5) == pytest.approx(g["z"], abs=1e-9)
 
 
-@pytest.mark.parametrize("z, nu", [(1.0, 0), (2.5, 1), (4.0, 3)])
+@pytest.mark.parametrize("z, nu", [(1.0, 0), (2.5, 1), (4.0, 3), (-2.0, 3)])
 def test_besselj_gradient_matches_finite_differences(z, nu):
     prog = load("besselj.rasm")
     inputs = {"z": z, "nu": nu, "nterms": 16}
@@ -113,6 +115,12 @@ def test_besselj_gradient_matches_finite_differences(z, nu):
               for s in (1e-5, -1e-5))
     assert d.hessian[0, 0] == pytest.approx((gp - gm) / 2e-5, abs=1e-8)
     assert set(d.drift) <= {"z"} and d.drift.get("z", 0) < 1e-15
+
+
+@pytest.mark.parametrize("nu, want", [(0, 0.0), (1, 0.5), (2, 0.0)])
+def test_besselj_gradient_at_zero(nu, want):
+    assert rvm.grad(load("besselj.rasm"), of="out", wrt="z", inputs={"z": 0.0, "nu": nu})["z"] \
+        == want
 
 
 # ---- besselj_fixed.rasm -------------------------------------------------------------------
