@@ -287,14 +287,28 @@ def test_petersen_zero_at_a_two_distance_embedding():
     assert abs(rvm.run(load("petersen.rasm"), {"x": x.ravel()}).outputs["loss"]) < 1e-14
 
 
-def test_train_petersen_k4_reaches_zero_k3_does_not():
+def train_petersen():
     import importlib.util
     spec = importlib.util.spec_from_file_location("train_petersen",
                                                   ROOT / "examples" / "train_petersen.py")
     tp = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(tp)
+    return tp
+
+
+def test_train_petersen_k4_reaches_zero_k3_does_not():
+    tp = train_petersen()
     x4, h4 = tp.train(4, steps=1000, seed=2, log=lambda s: None)
     x3, h3 = tp.train(3, steps=1000, seed=2, log=lambda s: None)
     assert h4[-1][1] < 1e-5 and h3[-1][1] > 0.1
     e, n = tp.lengths(x4)
     assert e.mean() / n.mean() == pytest.approx(np.sqrt(2), rel=1e-3)
+
+
+def test_train_petersen_driver(tmp_path, capsys):
+    png = tmp_path / "loss.png"
+    assert train_petersen().main(["--k", "3,4", "--steps", "20", "--every", "10",
+                                  "--plot", str(png)]) == 0
+    out = capsys.readouterr().out
+    assert "k = 3  step     10  loss = " in out and "k = 4  step     20" in out
+    assert png.read_bytes()[:4] == b"\x89PNG"
