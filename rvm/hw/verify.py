@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -29,7 +30,8 @@ from isa.gates import CONDITIONS, register_roles
 from isa.table import OP_BY_NAME, OPS, Op
 
 from .build import circuit
-from .sim import CircuitError, simulate
+from .sim import CircuitError, check_clean, load, read
+from .sim import run as sim_run
 
 # y OP= f(sources): the law that combines y with f (the sign of sub-families is in f)
 GROUP_LAW = {"add": "+", "sub": "+", "addi": "+", "subi": "+", "inc": "+", "dec": "+",
@@ -139,11 +141,18 @@ class Reference:
             return None
         size = 1 << (n * len(sources))
         d = np.empty(size, dtype=np.uint64)
-        for k in range(size):
-            vals = {target: 0}
-            for j, s in enumerate(reversed(sources)):
-                vals[s] = (k >> (n * j)) & self.mask
-            d[k] = self.one(vals)[target]
+        if fam in CONDITIONS:
+            d = _condition_table(self.cc, n)
+        else:
+            # execute on the words directly: y = 0, the sources sign-extended, immediates
+            slots = [i for i, kind in enumerate(self.op.operands) if kind == "a"]
+            words = [0 if kind in ("y", "a") else self.imm for kind in self.op.operands]
+            m, op, F = self.mask, self.op, self.F
+            ext = [sext(v, n) for v in range(1 << n)]
+            for k in range(size):
+                for j, i in enumerate(reversed(slots)):
+                    words[i] = ext[(k >> (n * j)) & m]
+                d[k] = execute(op, words, F)[0] & m
         tmask = 1 if target == "cond" else self.mask
         for _ in range(256):            # the group law, on full calls
             vals = {s: int(rng.integers(0, 1 << n)) for s in sources}
@@ -158,6 +167,16 @@ class Reference:
                 raise AssertionError(f"{self.op.name}: the group law fails at {target}={y} "
                                      f"{vals}")
         return {"d": d, "law": law, "target": target, "sources": sources}
+
+
+@lru_cache(maxsize=64)
+def _condition_table(cc: int, n: int) -> np.ndarray:
+    """compare(cc, a, b) for every pair of n-bit values, index (a << n) | b: one table for
+    jmp, join and assert, which all evaluate the same condition."""
+    vals = [sext(v, n) for v in range(1 << n)]
+    d = np.array([compare(cc, a, b) for a in vals for b in vals], dtype=np.uint64)
+    d.flags.writeable = False
+    return d
 
 
 def _widths(op: Op, n: int) -> dict[str, int]:
@@ -217,15 +236,68 @@ def verify(op: Op | str, n: int, F: int = 0, imm: int = 0, cc: int = 0,
             vals = (_inputs_exhaustive(bits, start, count) if exhaustive
                     else _inputs_random(bits, count, rng))
             want = ref.many(vals, table)
-            got = simulate(c, vals)
-            _compare(op, "forward", vals, got, want)
-            back = simulate(inv, got)
-            _compare(op, "backward (the reversed circuit)", got, back, vals)
+            _run_both_ways(op, c, inv, bits, vals, want, start if exhaustive else None, count)
             result.inputs += count
     except (CircuitError, AssertionError, ArithTrap, ValueError) as e:
         result.ok, result.message = False, str(e)
     result.seconds = time.perf_counter() - t0
     return result
+
+
+# lane patterns of the six low bits of an input's index within a 64-lane block
+_LANES = (0xAAAAAAAAAAAAAAAA, 0xCCCCCCCCCCCCCCCC, 0xF0F0F0F0F0F0F0F0, 0xFF00FF00FF00FF00,
+          0xFFFF0000FFFF0000, 0xFFFFFFFF00000000)
+
+
+def _exhaustive_state(c, bits: dict[str, int], start: int, count: int) -> np.ndarray:
+    """The bit-sliced state of inputs start..start+count-1 (start a multiple of 64) made
+    directly: input k's bit s is bit s of k, so wire s holds a fixed lane pattern for s < 6
+    and all-ones or all-zeros blocks above (lanes past count hold repeats, never compared)."""
+    blocks = (count + 63) // 64
+    state = np.zeros((c.n_wires, blocks), dtype=np.uint64)
+    jb = np.arange(start // 64, start // 64 + blocks, dtype=np.uint64)
+    ones = np.uint64(0xFFFFFFFFFFFFFFFF)
+    s = 0
+    for r, w in bits.items():
+        for wire in c.inputs[r]:
+            if s < 6:
+                state[wire, :] = np.uint64(_LANES[s])
+            else:
+                state[wire, :] = np.where((jb >> np.uint64(s - 6)) & np.uint64(1), ones,
+                                          np.uint64(0))
+            s += 1
+    return state
+
+
+def _run_both_ways(op: Op, c, inv, bits, vals, want, start: int | None, count: int) -> None:
+    """Forward on the inputs (checked against `want`, ancillas and sources), then the reversed
+    gate list on the outputs in place: the state must be the input state again."""
+    state = (_exhaustive_state(c, bits, start, count) if start is not None
+             else load(c, vals, (count + 63) // 64))
+    init = state.copy()
+    sim_run(c, state)
+    check_clean(c, state, count)
+    for s in c.sources:                 # unchanged sources: their wires equal, bit-sliced
+        ws = list(c.outputs[s])
+        if list(c.inputs[s]) != ws or (state[ws] != init[ws]).any():
+            got = read(state, c.outputs[s], count)
+            bad = np.flatnonzero(got != vals[s])
+            i = int(bad[0]) if len(bad) else 0
+            raise CircuitError(f"{c.name}: source {s} changed from {int(vals[s][i])} to "
+                               f"{int(got[i])}")
+    got = {name: read(state, ws, count) for name, ws in c.outputs.items()
+           if name not in c.sources}
+    _compare(op, "forward", vals, got, {k: v for k, v in want.items() if k in got})
+    sim_run(inv, state)
+    check_clean(inv, state, count)
+    diff = state != init
+    if diff.any():
+        w, blk = (int(x[0]) for x in np.nonzero(diff))
+        lane = (int(state[w, blk]) ^ int(init[w, blk])) & -(int(state[w, blk]) ^ int(init[w, blk]))
+        i = 64 * blk + lane.bit_length() - 1
+        inputs = ", ".join(f"{r}={int(v[i])}" for r, v in vals.items()) if i < count else "?"
+        raise AssertionError(f"{op.name} backward (the reversed circuit): wire "
+                             f"{c.wire_name(w)} does not come back for {inputs}")
 
 
 def _compare(op: Op, way: str, vals, got, want) -> None:
