@@ -31,19 +31,23 @@ from isa.table import INVERSE, OPS, Op
 
 from . import _sim
 from .build import NotRealized, circuit, is_realized
-from .circuit import GATE_KINDS, Circuit
+from .circuit import ALLOC, GATE_KINDS, Circuit
 from .report import OpTally, ProgramCost, gate_counts
 
 ZERO_GATE = {"push", "pop", "alloc", "free", "call", "uncall", "begin", "end", "nop", "trace"}
 
 
 class CosimError(Exception):
-    """The circuits and the interpreter disagree (or a circuit broke its promises)."""
+    """The circuits and the interpreter disagree (or a circuit broke its promises).  The
+    message starts with the source location, step, direction, pc and instruction."""
 
     def __init__(self, message: str, step: int | None = None, pc: int | None = None,
-                 instruction: str = "", location: tuple | None = None, direction: int = 1):
-        where = ""
-        if pc is not None:
+                 direction: int = 1, program=None):
+        where, instruction, location = "", "", None
+        if pc is not None and program is not None:
+            from rvm.machine import format_instruction
+            instruction = format_instruction(program, pc)
+            location = program.location(pc)
             loc = f"{location[0]}:{location[1]}:{location[2]}: " if location else ""
             way = "forward" if direction > 0 else "backward"
             where = f"{loc}step {step} ({way}), pc {pc}: {instruction}: "
@@ -95,8 +99,9 @@ def unrealized(program, width: int) -> list[str]:
 
 class _Plan:
     """A circuit's wires as numpy index arrays, its gate counts and ancillas (per run)."""
-    __slots__ = ("c", "roles", "inputs", "outputs", "sources", "keep", "counts", "total",
-                 "ancillas", "relabel", "shifts")
+    __slots__ = ("c", "inputs", "outputs", "sources", "keep", "counts", "total", "ancillas",
+                 "relabel", "in_wires", "in_reg", "in_bit", "in_names", "out_weights",
+                 "checks")
 
     def __init__(self, c: Circuit, width: int):
         self.c = c
@@ -111,7 +116,17 @@ class _Plan:
         self.total = sum(self.counts.values())
         self.ancillas = c.n_wires - len(c.register_wires)
         self.relabel = self.total == 0 and c.outputs != c.inputs
-        self.shifts = {r: np.arange(len(ws), dtype=np.uint64) for r, ws in c.inputs.items()}
+        self.checks = int((c.gates[:, 0] >= ALLOC).sum())
+        # every input wire with the register it belongs to and its bit: one fancy-index
+        # operation loads all registers
+        self.in_names = list(c.inputs)
+        self.in_wires = np.concatenate([self.inputs[r] for r in self.in_names])
+        self.in_reg = np.concatenate([np.full(len(c.inputs[r]), i, dtype=np.intp)
+                                      for i, r in enumerate(self.in_names)])
+        self.in_bit = np.concatenate([np.arange(len(c.inputs[r]), dtype=np.uint64)
+                                      for r in self.in_names])
+        self.out_weights = {r: np.uint64(1) << np.arange(len(ws), dtype=np.uint64)
+                            for r, ws in c.outputs.items()}
 
 
 class Cosim:
@@ -188,6 +203,8 @@ class Cosim:
         self._grow(hi)
         mem = self.m.mem[:hi]
         sh = self.shadow[:hi]
+        if np.array_equal(mem, sh):
+            return
         bad = np.flatnonzero(mem != sh)
         if len(bad):
             a = int(bad[0])
@@ -245,8 +262,8 @@ class Cosim:
         row = self.program.code[pc]
         op = OPS[int(row[0])]
         ran = op if e > 0 else OPS[INVERSE[op.code]]
-        ctx = dict(step=core.t, pc=pc, instruction=m.format_instruction(pc),
-                   location=self.program.location(pc), direction=direction)
+        # where we are, for error messages (the instruction text is formatted only then)
+        ctx = dict(step=core.t, pc=pc, direction=direction, program=self.program)
         fam = ran.family
         update = None
         if fam in ZERO_GATE:
@@ -353,8 +370,8 @@ class Cosim:
         """One input through the circuit with the instruction-level checks."""
         c = plan.c
         state = np.zeros((c.n_wires, 1), dtype=np.uint64)
-        for r, ws in plan.inputs.items():
-            state[ws, 0] = (np.uint64(inputs[r]) >> plan.shifts[r]) & np.uint64(1)
+        regs = np.array([inputs[r] for r in plan.in_names], dtype=np.uint64)
+        state[plan.in_wires, 0] = (regs[plan.in_reg] >> plan.in_bit) & np.uint64(1)
         g = _sim.run(c.gates, c.controls, state)
         if g >= 0:
             raise CosimError(f"{c.name}: gate {g} found ancilla {c.wire_name(int(c.gates[g, 1]))}"
@@ -364,10 +381,8 @@ class Cosim:
             w = int(np.flatnonzero(plan.keep & state[:, 0].astype(bool))[0])
             raise CosimError(f"{c.name}: ancilla {c.wire_name(w)} is not zero after the "
                              f"instruction", **ctx)
-        outs = {}
-        for r, ws in plan.outputs.items():
-            bits = state[ws, 0]
-            outs[r] = int((bits << np.arange(len(ws), dtype=np.uint64)).sum())
+        outs = {r: int(np.bitwise_or.reduce(state[ws, 0] * plan.out_weights[r]))
+                for r, ws in plan.outputs.items()}
         for s in plan.sources:
             if outs[s] != inputs[s]:
                 raise CosimError(f"{c.name}: source {s} changed from {inputs[s]} to "
@@ -388,7 +403,7 @@ class Cosim:
         if plan.relabel:
             cost.relabellings += 1
         cost.ancilla_peak = max(cost.ancilla_peak, plan.ancillas)
-        cost.ancilla_checks += int((plan.c.gates[:, 0] >= 5).sum())
+        cost.ancilla_checks += plan.checks
         if plan.total == 0 and not plan.relabel:
             return
         # ASAP: the circuit's wires start at the levels of the registers they carry
