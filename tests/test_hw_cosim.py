@@ -17,6 +17,8 @@ PROGRAMS = [
     ("stack_reverse.rasm", 8, {}, None, 52),
     ("oscillator.rasm", 64, {"steps": 40}, None, 208),
     ("poly_uncall.rasm", 64, {}, {"x": 2.0, "y": 17.0}, 12),
+    ("trace/diffusion.rasm", 64, {}, None, 231),       # indexed operands u[jm]
+    ("trace/leapfrog.rasm", 64, {}, None, 856),
 ]
 
 
