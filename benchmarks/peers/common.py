@@ -186,11 +186,12 @@ def measure(call: Callable[[], Any], loop: Callable[[int], Any] | None, *, repea
         def loop(kk: int) -> None:
             for _ in range(kk):
                 call()
-    # calibrate once more: the first call includes warm-up effects (caches, allocator)
-    t0 = time.perf_counter()
-    loop(k)
-    per = (time.perf_counter() - t0) / k
-    k = max(1, int(min_sample / max(per, 1e-9)))
+    if first < min_sample:
+        # calibrate once more: the first call includes warm-up effects (caches, allocator)
+        t0 = time.perf_counter()
+        loop(k)
+        per = (time.perf_counter() - t0) / k
+        k = max(1, int(min_sample / max(per, 1e-9)))
     samples: list[float] = []
     spent = 0.0
     for _ in range(repeat):

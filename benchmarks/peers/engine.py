@@ -5,6 +5,7 @@ a peer whose gradient disagrees is listed as WRONG and its time does not count.
 """
 from __future__ import annotations
 
+import math
 import time
 import traceback
 from dataclasses import asdict, dataclass, field
@@ -45,7 +46,7 @@ class Ctx:
     max_total: float          # time budget per (peer, case) measurement
     peers: set[str]
     log: Callable[[str], None]
-    history: dict[tuple[str, str], tuple[float, float]] = field(default_factory=dict)
+    history: dict[tuple[str, str], list[tuple[float, float]]] = field(default_factory=dict)
 
 
 def run_case(ctx: Ctx, task: str, case: str, size: float, factories: dict[str, Callable[[], Impl]],
@@ -65,9 +66,8 @@ def run_case(ctx: Ctx, task: str, case: str, size: float, factories: dict[str, C
         if why:
             row.note = why
             continue
-        last = ctx.history.get((task, peer))
-        if last is not None and last[0] < size:
-            proj = last[1] * (size / last[0]) ** growth
+        proj = _projection(ctx.history.get((task, peer), []), size, growth)
+        if proj is not None:
             if proj > ctx.max_call:
                 row.note = f"skipped: one call would take ~{proj:.3g} s (limit {ctx.max_call:g} s)"
                 continue
@@ -82,8 +82,23 @@ def run_case(ctx: Ctx, task: str, case: str, size: float, factories: dict[str, C
             ctx.log(traceback.format_exc(limit=3))
         cost = row.grad_s if row.grad_s is not None else row.forward_s
         if cost is not None:
-            ctx.history[(task, peer)] = (size, cost)
+            ctx.history.setdefault((task, peer), []).append((size, cost))
     return rows
+
+
+def _projection(hist: list[tuple[float, float]], size: float, growth: float) -> float | None:
+    """Projected seconds per call at `size` from the peer's smaller cases: power law with the
+    nominal exponent, or the exponent measured between the last two cases if steeper (tape
+    peers slow down superlinearly: GC over a growing object graph)."""
+    pts = [p for p in hist if p[0] < size]
+    if not pts:
+        return None
+    s1, t1 = pts[-1]
+    if len(pts) >= 2:
+        s0, t0 = pts[-2]
+        if t0 > 1e-3 and s1 > s0:   # tiny times are all overhead: no exponent from them
+            growth = max(growth, math.log(t1 / t0) / math.log(s1 / s0))
+    return t1 * (size / s1) ** growth
 
 
 def _run_peer(ctx: Ctx, row: Row, impl: Impl, ref: GradDict | None, rtol: float, atol: float,

@@ -150,7 +150,10 @@ def _cmp(name: str, value: float | None, limit: float, detail: str, le: bool = T
     if value is None:
         return Target(name, "N/A", detail + ": not measured")
     ok = value <= limit if le else value >= limit
-    return Target(name, "PASS" if ok else "MISS", detail)
+    # how far from the line: the speed-up rvm still needs, or the margin it has
+    factor = value / limit if le else limit / value
+    how = f"needs {factor:.3g}x faster" if not ok else f"margin {1 / factor:.3g}x"
+    return Target(name, "PASS" if ok else "MISS", f"{detail} ({how})")
 
 
 def targets(rows: list[Row], mem: list[MemRow]) -> list[Target]:

@@ -11,6 +11,7 @@ machine.
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -61,7 +62,7 @@ def run(quick: bool, peers: set[str], log: Callable[[str], None], max_mem: float
             log(f"T3 {peer} n={n:.0e} (fresh process)")
             limit = min(max_mem, _available_bytes() / 3)
             code, out, errtext, killed = _watch([sys.executable, "-m", "peers.t3_memory", peer,
-                                                 str(n)], env, limit, max(60.0, 4 * max_seconds))
+                                                 str(n)], env, limit, max(60.0, 2 * max_seconds))
             if killed:
                 row.note = killed
                 why = f"skipped: a smaller n was stopped ({killed})"
@@ -123,7 +124,10 @@ def _over_budget(done: list[MemRow], n: int, max_mem: float, max_seconds: float)
     if len(done) >= 2 and done[-2].growth is not None and last.growth is not None:
         per_step = max(0.0, (last.growth - done[-2].growth) / (last.n - done[-2].n))
     mem = (last.growth or 0) + per_step * (n - last.n)
-    secs = (last.seconds or 0.0) * n / last.n
+    expo = 1.0       # time: linear, or the measured exponent if steeper (autograd's is ~1.3)
+    if len(done) >= 2 and done[-2].seconds and last.seconds and done[-2].seconds > 1e-2:
+        expo = max(1.0, math.log(last.seconds / done[-2].seconds) / math.log(last.n / done[-2].n))
+    secs = (last.seconds or 0.0) * (n / last.n) ** expo
     limit = min(max_mem, _available_bytes() / 3)
     if mem > limit:
         return (f"skipped: would need ~{mem / 2**30:.1f} GB ({per_step:.0f} B/step), "
