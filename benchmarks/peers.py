@@ -9,7 +9,7 @@ has none) before its time counts, prints PASS/MISS per issue-4 target, and write
 chart (default benchmarks/out/).
 
     python benchmarks/peers.py [--quick] [--tasks T1,T4] [--peers rvm,C,jax]
-                               [--json out.json] [--chart out.png]
+                               [--json out.json] [--chart out.png] [--profile]
 
 Tasks: T1 accumulate loop, T2 Bessel J_2(3) by the series, T3 peak memory of T1's gradient
 (fresh processes), T4 unitary matrix multiply by Givens rotations, T5 Petersen embedding loss.
@@ -109,6 +109,8 @@ def main(argv: list[str] | None = None) -> int:
                          "(default 20, quick 2)")
     ap.add_argument("--t3-max-gb", type=float, default=4.0,
                     help="T3: skip a cell projected to need more memory than this (GB)")
+    ap.add_argument("--profile", action="store_true",
+                    help="also cProfile rvm's gradient calls and print where the time goes")
     ap.add_argument("--out", type=Path, default=HERE / "out", help="output directory")
     ap.add_argument("--json", type=Path, default=None, help="JSON path (default OUT/peers.json)")
     ap.add_argument("--chart", type=Path, default=None, help="PNG path (default OUT/peers.png)")
@@ -123,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     max_call = a.max_call or (2.0 if a.quick else 20.0)
     ctx = Ctx(quick=a.quick, repeat=repeat, min_sample=0.02 if a.quick else 0.1,
               max_call=max_call, max_total=3 * max_call, peers=peers,
-              log=lambda s: err.print(s, highlight=False))
+              log=lambda s: err.print(s, highlight=False), profile=a.profile)
     started = time.time()
     meta = {"date": datetime.datetime.now().isoformat(timespec="seconds"),
             "host": platform.node(), "cpu": _cpu(), "rvm_commit": _git_head(), "cores": os.cpu_count(),
@@ -158,6 +160,9 @@ def main(argv: list[str] | None = None) -> int:
         task_rows = mod.run(ctx)
         rows += task_rows
         console.print(report.task_table(TITLES[task], task_rows, getattr(mod, "NOTES", [])))
+        prof = report.profile_table(task, task_rows)
+        if prof is not None:
+            console.print(prof)
 
     ts = report.targets(rows, mem)
     report.print_targets(console, ts)

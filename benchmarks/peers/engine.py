@@ -28,6 +28,7 @@ class Row:
     note: str = ""
     iterations: int | None = None    # loop iterations, for ns/iteration
     samples: int = 0
+    profile: list[tuple[str, float]] = field(default_factory=list)  # (function, share of time)
 
     @property
     def counts(self) -> bool:
@@ -46,6 +47,7 @@ class Ctx:
     max_total: float          # time budget per (peer, case) measurement
     peers: set[str]
     log: Callable[[str], None]
+    profile: bool = False     # cProfile rvm's gradient calls (where its time goes)
     history: dict[tuple[str, str], list[tuple[float, float]]] = field(default_factory=dict)
 
 
@@ -140,4 +142,28 @@ def _run_peer(ctx: Ctx, row: Row, impl: Impl, ref: GradDict | None, rtol: float,
     if impl.jit:
         row.compile_s = max(0.0, first - tm.median)
     row.mem_bytes = peak_growth(impl.grad)
+    if ctx.profile and row.peer == "rvm":
+        row.profile = profile_calls(impl.grad, seconds=max(0.3, 3 * tm.median))
     return ref
+
+
+def profile_calls(call: Callable[[], Any], seconds: float, top: int = 6) -> list[tuple[str, float]]:
+    """The functions taking most of the own time of repeated calls (cProfile tottime share).
+    Cython's compiled loops show as the Python-visible method that enters them."""
+    import cProfile
+    import pstats
+    pr = cProfile.Profile()
+    t_end = time.perf_counter() + seconds
+    pr.enable()
+    while time.perf_counter() < t_end:
+        call()
+    pr.disable()
+    st = pstats.Stats(pr)
+    total = sum(v[2] for v in st.stats.values()) or 1.0
+    rows = sorted(st.stats.items(), key=lambda kv: -kv[1][2])[:top]
+    out = []
+    for (fname, line, func), v in rows:
+        where = fname.rsplit("/", 2)
+        short = "/".join(where[-2:]) if len(where) > 1 else fname
+        out.append((f"{short}:{line}({func})", v[2] / total))
+    return out

@@ -91,6 +91,23 @@ def task_table(title: str, rows: list[Row], notes: list[str]) -> Table:
     return t
 
 
+def profile_table(title: str, rows: list[Row]) -> Table | None:
+    """Where rvm's gradient time goes, per case (--profile)."""
+    prof = [r for r in rows if r.peer == "rvm" and r.profile]
+    if not prof:
+        return None
+    t = Table(title=f"{title}: rvm gradient profile (share of own time, cProfile)",
+              title_justify="left")
+    t.add_column("case")
+    t.add_column("function")
+    t.add_column("share", justify="right")
+    for r in prof:
+        for i, (func, share) in enumerate(r.profile):
+            t.add_row(r.case if i == 0 else "", func, f"{share:.0%}")
+        t.add_section()
+    return t
+
+
 # ---- T3 -------------------------------------------------------------------------------------------
 
 @dataclass
