@@ -82,7 +82,7 @@ def peer_missing(peer: str) -> str | None:
     why: str | None = None
     try:
         if peer == "rvm":
-            import rvm  # noqa: F401
+            _import_rvm()
         elif peer == "C":
             if cc() is None:
                 why = "no C compiler (gcc/cc) on PATH"
@@ -99,6 +99,21 @@ def peer_missing(peer: str) -> str | None:
         why = f"not installed ({type(e).__name__}: {e})".splitlines()[0][:100]
     _avail[peer] = why
     return why
+
+
+def _import_rvm(tries: int = 4, wait: float = 5.0) -> Any:
+    """import rvm, retrying: another engineer may be rebuilding the extension right now."""
+    import importlib
+    for i in range(tries):
+        try:
+            return importlib.import_module("rvm")
+        except ImportError:
+            if i == tries - 1:
+                raise
+            for name in [m for m in sys.modules if m == "rvm" or m.startswith("rvm.")]:
+                del sys.modules[name]     # a half-imported package would stick
+            time.sleep(wait)
+    return None
 
 
 def versions() -> dict[str, str]:
@@ -123,7 +138,7 @@ def versions() -> dict[str, str]:
 def rvm_grad_missing() -> str | None:
     """None once the lead's gradient API (rvm.grad / grad_fn / hessian) is importable."""
     try:
-        import rvm
+        rvm = _import_rvm()
     except Exception as e:
         return f"rvm does not import ({type(e).__name__}: {e})"
     if not all(hasattr(rvm, f) for f in ("grad", "grad_fn")):

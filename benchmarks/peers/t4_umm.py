@@ -54,7 +54,10 @@ def rvm_impl(n: int) -> Impl:
         raise Skip("rvm: benchmarks/gen_programs.py (umm) not written yet") from None
     if not hasattr(gen_programs, "umm"):
         raise Skip("rvm: gen_programs.umm not written yet")
-    src = gen_programs.umm(n, defaults=False)   # our x, theta are passed as inputs
+    try:
+        src = gen_programs.umm(n, defaults=False)   # our x, theta are passed as inputs
+    except TypeError:
+        src = gen_programs.umm(n)
     prog = rvm_side.program(src) if isinstance(src, str) else src
     x, theta = data(n)
     return rvm_side.impl(prog, {RVM_X: x, RVM_THETA: theta}, of=RVM_OUT, wrt=[RVM_X, RVM_THETA])
