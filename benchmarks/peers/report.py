@@ -269,7 +269,7 @@ def write_json(path: Path, meta: dict[str, Any], rows: list[Row], mem: list[MemR
 
 def _legend(ax: Any) -> None:
     if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=8, ncol=2)
 
 
 COLORS = {"rvm": "#d62728", "C": "#000000", "python": "#1f77b4", "numpy": "#17becf",
@@ -311,6 +311,9 @@ def write_chart(path: Path, rows: list[Row], mem: list[MemRow], title: str) -> N
                    color=COLORS.get(peer))
         ax.set_xticks([j + 0.4 - w / 2 for j in range(len(cases))], cases)
         ax.set_yscale("log")
+        top = max((r.grad_s for r in rows if r.task == task and r.counts), default=None)
+        if top:
+            ax.set_ylim(top=top * 30)     # headroom for the legend above the bars
         ax.set_ylabel("time per call (s)")
         ax.grid(True, axis="y", which="both", alpha=0.3)
         _legend(ax)
