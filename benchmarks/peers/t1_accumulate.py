@@ -134,7 +134,9 @@ def jax_impl(n: int) -> Impl:
     return Impl(lambda: fwd(x, one).block_until_ready(), grad, jit=True)
 
 
-NOTES = ["numpy: no vectorized form of T1 (a serial chain of n dependent adds)"]
+NOTES = ["numpy: no vectorized form of T1 (a serial chain of n dependent adds)",
+         "jax: the loop is linear, so its gradient needs no forward values and XLA drops the "
+         "forward scan (grad ~ forward); rvm, C and Python run the forward sweep too"]
 
 FACTORIES: dict[str, Callable[[int], Impl]] = {
     "rvm": rvm_impl, "C": c_impl, "python": python_impl, "autograd": autograd_impl,
