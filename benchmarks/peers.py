@@ -114,6 +114,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=HERE / "out", help="output directory")
     ap.add_argument("--json", type=Path, default=None, help="JSON path (default OUT/peers.json)")
     ap.add_argument("--chart", type=Path, default=None, help="PNG path (default OUT/peers.png)")
+    ap.add_argument("--markdown", type=Path, default=None,
+                    help="also write the figures as markdown tables (for docs/benchmarks.md)")
     a = ap.parse_args(argv)
 
     tasks = _list(a.tasks, TASKS, "task")
@@ -171,6 +173,10 @@ def main(argv: list[str] | None = None) -> int:
     json_path = a.json or a.out / "peers.json"
     chart_path = a.chart or a.out / "peers.png"
     report.write_json(json_path, meta, rows, mem, ts)
+    if a.markdown:
+        import json
+        a.markdown.parent.mkdir(parents=True, exist_ok=True)
+        a.markdown.write_text(report.markdown(json.loads(json_path.read_text())))
     try:
         report.write_chart(chart_path, rows, mem,
                            f"rvm vs peers, {meta['date']} ({'quick' if a.quick else 'full'} run, "

@@ -363,3 +363,50 @@ def write_chart(path: Path, rows: list[Row], mem: list[MemRow], title: str) -> N
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+# ---- markdown (for docs/benchmarks.md) ---------------------------------------------------------
+
+def markdown(data: dict[str, Any]) -> str:
+    """The figures of a run's JSON as markdown tables (rvm bold), for docs/benchmarks.md."""
+    meta = data["meta"]
+    out = [f"Run of {meta['date']} on {meta['cpu']} x{meta['cores']} (rvm {meta.get('rvm_commit', '?')}, "
+           f"load {meta['loadavg_start']} at the start, {meta.get('loadavg_end', '?')} at the end; "
+           f"{'quick' if meta['quick'] else 'full'} run, median of up to {meta['repeat']} samples).",
+           "Versions: " + ", ".join(f"{k} {v}" for k, v in meta["versions"].items()) + ".", ""]
+    task = None
+    for d in data["rows"]:
+        if d["task"] != task:
+            task = d["task"]
+            out += ["", f"**{task}**", "",
+                    "| case | peer | forward | gradient | grad/fwd | ÷ C | ÷ rvm | compile | peak mem | check / note |",
+                    "|---|---|--:|--:|--:|--:|--:|--:|--:|---|"]
+        counts = d["counts"]
+        grad = fmt_time(d["grad_s"]) if counts else ("-" if d["grad_s"] is None
+                                                     else f"({fmt_time(d['grad_s'])})")
+        note = "; ".join(x for x in (d["check"] if d["check"] not in ("ok", "ref") else "",
+                                     d["note"]) if x)
+        cells = [d["case"], d["peer"], fmt_time(d["forward_s"]), grad,
+                 fmt_ratio(d["grad_over_forward"]), fmt_ratio(d["grad_vs_C"]),
+                 fmt_ratio(d["grad_vs_rvm"]), fmt_time(d["compile_s"]),
+                 fmt_bytes(d["mem_bytes"]) if counts else "-", note.replace("|", "/")]
+        if d["peer"] == "rvm":
+            cells = [f"**{c}**" if c not in ("-", "") and i < 9 else c for i, c in enumerate(cells)]
+        out.append("| " + " | ".join(cells) + " |")
+    if data["t3"]:
+        out += ["", "**T3** (peak memory of T1's gradient, fresh process each)", "",
+                "| peer | n | peak RSS | before grad | growth | grad time | note |",
+                "|---|--:|--:|--:|--:|--:|---|"]
+        for m in data["t3"]:
+            out.append(f"| {m['peer']} | 10^{round(math.log10(m['n']))} | {fmt_bytes(m['peak_bytes'])} | "
+                       f"{fmt_bytes(m['base_bytes'])} | {fmt_bytes(m['growth'])} | "
+                       f"{fmt_time(m['seconds'])} | {m['note']} |")
+    out += ["", "**Targets**", ""]
+    for t in data["targets"]:
+        out.append(f"* {t['status']} {t['name']}: {t['detail']}")
+    return "\n".join(out) + "\n"
+
+
+if __name__ == "__main__":
+    import sys
+    print(markdown(json.loads(Path(sys.argv[1]).read_text())), end="")
