@@ -709,7 +709,18 @@ cdef int enter_main(VM* vm) noexcept nogil:
 
 # ---- the interpreter loop ----------------------------------------------------------------------
 
-cdef int vm_run(VM* vm, i64 budget, i64* executed) noexcept nogil:
+# vm_run is compiled twice: Plain, for runs without breakpoints, watched cells or AD (the common
+# case, no per-instruction test for them), and Instrumented.  Same source, one implementation.
+cdef struct Plain:
+    int unused
+cdef struct Instrumented:
+    int unused
+ctypedef fused Variant:
+    Plain
+    Instrumented
+
+
+cdef int vm_run(VM* vm, i64 budget, i64* executed, Variant* variant) noexcept nogil:
     """Run up to `budget` instructions.  Returns an R_* code; *executed = instructions run.
 
     An instruction runs as itself when the top frame's effective direction e is +1 and as its
@@ -729,6 +740,11 @@ cdef int vm_run(VM* vm, i64 budget, i64* executed) noexcept nogil:
     cdef i64 v, i, here
     cdef int skip_break = vm.brk_skip
     cdef int ad = vm.ad
+    # the loop's flags in locals: a write through a cell pointer may alias the VM struct, so
+    # fields read per instruction would be reloaded from memory every time
+    cdef uint8_t* brk = vm.brk
+    cdef uint8_t* xflag = vm.xflag
+    cdef i64 n_watch = vm.n_watch
 
     vm.brk_skip = 0
     executed[0] = 0
@@ -754,15 +770,16 @@ cdef int vm_run(VM* vm, i64 budget, i64* executed) noexcept nogil:
     code = vm.code if e > 0 else vm.code_inv
 
     while left > 0:
-        if vm.brk != NULL:
-            if vm.brk[pc] and not skip_break:
-                rc = _R_BREAK
-                break
-            skip_break = 0
+        if Variant is Instrumented:
+            if brk != NULL:
+                if brk[pc] and not skip_break:
+                    rc = _R_BREAK
+                    break
+                skip_break = 0
         here = pc
         c = code + pc * 6
         op = <int>c[0]
-        if vm.xflag[pc]:
+        if xflag[pc]:
             tc = check_index_alias(vm, c, op, mem, fpm, pa)
             if tc:
                 break
@@ -1155,7 +1172,7 @@ cdef int vm_run(VM* vm, i64 budget, i64* executed) noexcept nogil:
                 # The target is the paired join: run its check now and save a dispatch per
                 # taken jump (a loop's back edge).  It still counts as its own step, so only
                 # when the budget has room for both.
-                if left >= 2 and code[pc * 6] == OP_JOIN and (vm.brk == NULL or not vm.brk[pc]):
+                if left >= 2 and code[pc * 6] == OP_JOIN and (brk == NULL or not brk[pc]):
                     left -= 1                   # the jmp is done
                     op = OP_JOIN
                     c = code + pc * 6
@@ -1227,17 +1244,18 @@ cdef int vm_run(VM* vm, i64 budget, i64* executed) noexcept nogil:
             tc = _T_BYTECODE
             break
         left -= 1
-        if ad and AD_KIND[op]:
-            ad_apply(vm, op, c, mem, fpm, pa, here)
-        if vm.n_watch:
-            for i in range(vm.n_watch):
-                if mem[vm.watch_addr[i]] != vm.watch_val[i]:
-                    vm.watch_val[i] = mem[vm.watch_addr[i]]
-                    vm.watch_hit = i
-                    vm.watch_pc = here
-                    rc = _R_WATCH
-            if rc == _R_WATCH:
-                break
+        if Variant is Instrumented:
+            if ad and AD_KIND[op]:
+                ad_apply(vm, op, c, mem, fpm, pa, here)
+            if n_watch:
+                for i in range(n_watch):
+                    if mem[vm.watch_addr[i]] != vm.watch_val[i]:
+                        vm.watch_val[i] = mem[vm.watch_addr[i]]
+                        vm.watch_hit = i
+                        vm.watch_pc = here
+                        rc = _R_WATCH
+                if rc == _R_WATCH:
+                    break
 
     vm.pc = pc
     vm.came = came
@@ -1650,7 +1668,10 @@ cdef class Core:
         cdef i64 executed = 0
         cdef int rc
         with nogil:
-            rc = vm_run(&self.vm, budget, &executed)
+            if self.vm.brk == NULL and self.vm.n_watch == 0 and self.vm.ad == 0:
+                rc = vm_run(&self.vm, budget, &executed, <Plain*>NULL)
+            else:
+                rc = vm_run(&self.vm, budget, &executed, <Instrumented*>NULL)
         self.last_n = executed
         return rc
 
