@@ -35,6 +35,7 @@ def test_example_programs_agree_at_every_step(name, width, inputs, outputs, step
     c = res.cost
     assert c.instructions == steps and c.total == sum(t.total for t in c.by_opcode.values())
     assert c.garbage_bits == 0 and c.landauer(300.0) == 0.0
+    assert 0 <= c.uncompute_gates < c.total
     assert 0 < c.toffoli_depth <= c.depth <= c.total
 
 

@@ -117,7 +117,11 @@ def test_fixed_counts(n, F):
     mul = (2 * (F - 1 + Aw[0]) + A[0],
            2 * (F + M[1]) + 2 * (F + 1 + Aw[1]) + A[1],
            2 * M[2] + 2 * Aw[2] + A[2])
-    assert counts(circuit("addmul.x", n, F=F))[:4] == (*mul, 0)
+    c = circuit("addmul.x", n, F=F)
+    assert counts(c)[:4] == (*mul, 0)
+    # everything but the adder y += P[F:] is computed and uncomputed (Bennett)
+    assert c.uncompute == 3 * F + sum(M) + sum(Aw)
+    assert c.gate_count == 2 * c.uncompute + sum(A)
     assert counts(circuit("submul.x", n, F=F))[:4] == (*mul, 0)
     # int += fixed: a sign-extended copy (w CNOT) instead of the product
     cvt = (2 * (F - 1 + Aw[0]) + A[0], 2 * w + 2 * (F + 1 + Aw[1]) + A[1], 2 * Aw[2] + A[2])
@@ -140,11 +144,16 @@ def test_condition_counts(n, t):
     assert counts(circuit("assert", n, cc=cond_word(CMP_EQ, t))) == eq
     assert counts(circuit("jmp", n, cc=cond_word(CMP_NE, t))) == (1, *eq[1:])
     assert counts(circuit("jmp", n, cc=0)) == (0, 0, 0, 0, 0)     # always: no gates
+    # the carry chain and the sign flips are uncomputed; only the two carry gates into cond
+    # are not
+    c = circuit("jmp", n, cc=cond_word(CMP_LT, t))
+    assert c.uncompute == 4 * n - 3 and c.gate_count == 2 * c.uncompute + 2
 
 
 def test_cost_summary_of_the_adder():
     r = cost(circuit("add.i", 16))
     assert (r.gates["toffoli"], r.gates["cnot"], r.gates["not"], r.total) == (30, 76, 28, 134)
     assert r.ancilla_peak == 1 and r.wires == 33 and r.garbage_bits == 0
+    assert r.uncompute_gates == 0           # CDKM's own uncompute half is part of the adder
     assert r.relabelling is False
     assert cost(circuit("swap.i", 16)).relabelling is True

@@ -49,6 +49,7 @@ def test_export_import_round_trip_of_every_realization():
         back = import_real(text)
         assert back == c, op.name
         assert back.sources == c.sources and back.name == c.name
+        assert back.uncompute == c.uncompute
         assert export_real(back) == text
     # ancilla lifetimes travel in comments: the physical wire count is the same
     c = circuit("addmul.x", 16, F=8)
@@ -57,11 +58,11 @@ def test_export_import_round_trip_of_every_realization():
 
 def test_export_text():
     text = export_real(circuit("jmp", 4, cc=cond_word(CMP_EQ, INT)))
-    assert text.splitlines()[:13] == [
+    assert text.splitlines()[:14] == [
         "# jmp", "# written by rvm hw", ".version 1.0", ".numvars 9",
         ".variables a0 a1 a2 a3 b0 b1 b2 b3 cond", ".inputs a0 a1 a2 a3 b0 b1 b2 b3 cond",
         ".outputs a0 a1 a2 a3 b0 b1 b2 b3 cond", ".constants ---------", ".garbage ---------",
-        "#@name jmp", "#@sources a b", ".begin", "t2 a0 b0"]
+        "#@name jmp", "#@uncompute 4", "#@sources a b", ".begin", "t2 a0 b0"]
     assert "t5 -b0 -b1 -b2 -b3 cond" in text.splitlines()
     swap = export_real(circuit("swap.i", 4))
     assert ".outputs z0 z1 z2 z3 y0 y1 y2 y3" in swap and "t" not in swap.split(".begin")[1]

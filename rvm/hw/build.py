@@ -72,7 +72,7 @@ def _cached(name: str, n: int, F: int, imm: int, cc: int, alias: tuple[int, ...]
     if realized is not op:
         inv = _cached(realized.name, n, F, imm, cc, alias).inverse()
         return Circuit(op.name, inv.gates, inv.controls, inv.n_wires, inv.inputs, inv.outputs,
-                       inv.sources)
+                       inv.sources, uncompute=inv.uncompute)
     roles = gates.register_roles(op)
     b = Builder()
     regs: list[list[int]] = []

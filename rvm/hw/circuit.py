@@ -48,6 +48,9 @@ class Circuit:
     # outputs as garbage; the realizations of isa/gates.py have neither.
     constants: dict[int, int] = field(default_factory=dict)    # wire -> 0/1 on entry
     garbage: tuple[int, ...] = ()                               # wires left as junk
+    # gates a realization spends uncomputing its ancilla registers (emitted by Builder.undo):
+    # the price of erasing nothing, instead of kT ln 2 per bit
+    uncompute: int = 0
 
     def inverse(self) -> "Circuit":
         """The inverse circuit: the rows reversed, ALLOC and FREE swapped, outputs <-> inputs."""
@@ -57,7 +60,8 @@ class Circuit:
         g[kinds == FREE, 0] = ALLOC
         name = self.name[:-3] if self.name.endswith("^-1") else self.name + "^-1"
         return Circuit(name, g, self.controls, self.n_wires, dict(self.outputs),
-                       dict(self.inputs), self.sources, self.wire_names)
+                       dict(self.inputs), self.sources, self.wire_names,
+                       uncompute=self.uncompute)
 
     @property
     def gate_count(self) -> int:
@@ -121,6 +125,7 @@ class Builder:
         self._ctl: list[int] = []
         self._next = 0
         self._n_regs = 0
+        self._uncompute = 0                 # gates emitted by undo
         self.inputs: dict[str, tuple[int, ...]] = {}
 
     # ---- registers and ancillas --------------------------------------------------------
@@ -180,6 +185,8 @@ class Builder:
                 k = FREE
             elif k == FREE:
                 k = ALLOC
+            else:
+                self._uncompute += 1
             rows += (k, p, q, r)
 
     # ---- packing -------------------------------------------------------------------------
@@ -236,4 +243,4 @@ class Builder:
             raise RuntimeError(f"{name}: {live} ancilla(s) never freed")
         outs = {k: tuple(v) for k, v in (outputs or self.inputs).items()}
         return Circuit(name, out.astype(np.int32), np.array(ctl_out, dtype=np.int32), top,
-                       dict(self.inputs), outs, tuple(sources))
+                       dict(self.inputs), outs, tuple(sources), uncompute=self._uncompute)

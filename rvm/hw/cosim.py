@@ -400,6 +400,7 @@ class Cosim:
             if v:
                 t.gates[k] += v
                 cost.gates[k] += v
+        cost.uncompute_gates += plan.c.uncompute
         if plan.relabel:
             cost.relabellings += 1
         cost.ancilla_peak = max(cost.ancilla_peak, plan.ancillas)

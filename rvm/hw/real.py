@@ -10,8 +10,9 @@ input (`.constants`: `-` input, `0`/`1` constant) and which outputs are garbage 
 
 Lines of the same register are named NAME0, NAME1, ... (least significant first) and read back
 as one register.  Export writes every line in wire order; an ancilla line is a constant 0 with
-the output label 0 (it must come back 0: not garbage).  rvm's ancilla lifetimes and source
-registers travel in comments (`#@alloc w`, `#@free w`, `#@sources a b`) that other tools skip,
+the output label 0 (it must come back 0: not garbage).  rvm's ancilla lifetimes, source
+registers and uncompute count travel in comments (`#@alloc w`, `#@free w`, `#@sources a b`,
+`#@uncompute N`) that other tools skip,
 so export then import gives back the same Circuit.
 """
 from __future__ import annotations
@@ -67,6 +68,8 @@ def export_real(c: Circuit, comment: str = "") -> str:
              ".inputs " + " ".join(inputs), ".outputs " + " ".join(outputs),
              ".constants " + "".join(consts), ".garbage " + "".join(garbage)]
     lines.append(f"#@name {c.name}")
+    if c.uncompute:
+        lines.append(f"#@uncompute {c.uncompute}")
     if c.sources:
         lines.append("#@sources " + " ".join(c.sources))
     lines.append(".begin")
@@ -121,6 +124,7 @@ def import_real(text: str, filename: str = "<real>") -> Circuit:
     body: list[tuple[int, str]] = []
     sources: tuple[str, ...] = ()
     cname = None
+    uncompute = 0
     in_body = done = False
     for no, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
@@ -132,6 +136,9 @@ def import_real(text: str, filename: str = "<real>") -> Circuit:
             continue
         if line.startswith("#@name") and len(line.split()) == 2:
             cname = line.split()[1]
+            continue
+        if line.startswith("#@uncompute") and line[11:].strip().isdigit():
+            uncompute = int(line[11:])
             continue
         line = line.split("#", 1)[0].strip()
         if not line:
@@ -238,7 +245,8 @@ def import_real(text: str, filename: str = "<real>") -> Circuit:
     g = np.array(rows, dtype=np.int32).reshape(-1, 4)
     name = cname or (Path(filename).stem if filename != "<real>" else "real")
     return Circuit(name, g, np.array(ctl, dtype=np.int32), n, inputs, outputs,
-                   tuple(s for s in sources if s in inputs), tuple(names), constants, garbage)
+                   tuple(s for s in sources if s in inputs), tuple(names), constants, garbage,
+                   uncompute)
 
 
 def read_real(path: str | Path) -> Circuit:

@@ -42,6 +42,7 @@ class Cost:
     relabelling: bool               # zero gates, the outputs are other wires: a free permutation
     garbage_bits: int
     construction: str = ""
+    uncompute_gates: int = 0        # spent uncomputing ancillas (Bennett), included in total
 
     @property
     def total(self) -> int:
@@ -62,7 +63,7 @@ class Cost:
                     ancillas_clean=self.ancillas_clean, relabelling=self.relabelling,
                     garbage_bits=self.garbage_bits, erased_bits=self.erased_bits,
                     temperature_K=temperature, landauer_J=self.landauer(temperature),
-                    construction=self.construction)
+                    uncompute_gates=self.uncompute_gates, construction=self.construction)
 
 
 def gate_counts(c: Circuit) -> dict[str, int]:
@@ -81,7 +82,7 @@ def cost(c: Circuit, width: int | None = None, construction: str = "") -> Cost:
     if width is None:
         width = max((len(ws) for ws in c.inputs.values()), default=0)
     return Cost(c.name, width, g, int(d), int(td), c.n_wires, reg, c.n_wires - reg,
-                not c.garbage, relabel, len(c.garbage), construction)
+                not c.garbage, relabel, len(c.garbage), construction, c.uncompute)
 
 
 def instruction_cost(opname: str, n: int, F: int = 0, imm: int = 0, cc: int = 0) -> Cost:
@@ -130,6 +131,7 @@ class ProgramCost:
     moves: int = 0                  # zero-gate moves and checks (push/pop/alloc/free/calls)
     ancilla_checks: int = 0         # ancilla zero-checks passed (ALLOC/FREE and alloc/free)
     garbage_bits: int = 0
+    uncompute_gates: int = 0        # of the total, spent uncomputing ancillas
     by_opcode: dict[str, OpTally] = field(default_factory=dict)
 
     @property
@@ -157,6 +159,7 @@ class ProgramCost:
             cells=self.cells, stack_peak=self.stack_peak, ancilla_peak=self.ancilla_peak,
             ancillas_clean=True, ancilla_checks=self.ancilla_checks,
             free_permutations=self.relabellings, zero_gate_moves=self.moves,
+            uncompute_gates=self.uncompute_gates,
             garbage_bits=self.garbage_bits, erased_bits=self.erased_bits,
             temperature_K=temperature, landauer_J=self.landauer(temperature),
             by_opcode={k: dict(count=v.count, total=v.total,
@@ -183,12 +186,13 @@ def cost_table(costs: list[Cost], temperature: float = ROOM_TEMPERATURE):
     t = Table(title=f"gate cost at width {costs[0].width}" if len({c.width for c in costs}) == 1
               else "gate cost")
     for col in ("instruction", "n", "NOT", "CNOT", "Toffoli", "MCX", "Fredkin", "total",
-                "depth", "T-depth", "wires", "anc", "garbage", "Landauer"):
+                "uncompute", "depth", "T-depth", "wires", "anc", "garbage", "Landauer"):
         t.add_column(col, justify="left" if col == "instruction" else "right", no_wrap=True)
     for c in costs:
         g = c.gates
         t.add_row(c.name + (" (relabelling)" if c.relabelling else ""), str(c.width),
-                  *(str(g[k]) for k in GATE_KINDS), str(c.total), str(c.depth),
+                  *(str(g[k]) for k in GATE_KINDS), str(c.total), str(c.uncompute_gates),
+                  str(c.depth),
                   str(c.toffoli_depth), str(c.wires),
                   f"{c.ancilla_peak}{'' if c.ancillas_clean else '!'}",
                   str(c.garbage_bits), f"{c.landauer(temperature):.3g} J")
@@ -201,8 +205,8 @@ def print_costs(costs: list[Cost], temperature: float = ROOM_TEMPERATURE, file=N
     for c in costs:
         if c.construction:
             con.print(f"{c.name}: {c.construction}")
-    con.print(f"ancillas: every one released with a zero check; Landauer bound kT ln 2 per "
-              f"erased bit at T = {temperature:g} K")
+    con.print(f"ancillas: every one released with a zero check (uncompute: the gates that "
+              f"clear them); Landauer bound kT ln 2 per erased bit at T = {temperature:g} K")
 
 
 def print_program(pc: ProgramCost, temperature: float = ROOM_TEMPERATURE, file=None,
@@ -216,7 +220,11 @@ def print_program(pc: ProgramCost, temperature: float = ROOM_TEMPERATURE, file=N
     s.add_column("", justify="right")
     for k in GATE_KINDS:
         s.add_row(f"{k} gates", f"{pc.gates.get(k, 0):,}")
-    rows = [("total gates", f"{pc.total:,}"), ("depth (ASAP)", f"{pc.depth:,}"),
+    share = pc.uncompute_gates / pc.total if pc.total else 0.0
+    rows = [("total gates", f"{pc.total:,}"),
+            ("of which uncompute", f"{pc.uncompute_gates:,} ({100 * share:.1f}%: erasing "
+                                   f"nothing instead of kT ln 2 per bit)"),
+            ("depth (ASAP)", f"{pc.depth:,}"),
             ("Toffoli depth", f"{pc.toffoli_depth:,}"),
             ("wires", f"{pc.wires:,} = ({pc.cells} cells + {pc.stack_peak} stack) x "
                       f"{pc.width} + 1 condition + {pc.ancilla_peak} ancillas"),
