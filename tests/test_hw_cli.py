@@ -63,6 +63,12 @@ def test_verify(capsys):
         ("add.i", 65536, True, True), ("neg.x", 256, True, True)]
 
 
+def test_verify_skips_rotations_at_widths_not_dividing_64(capsys):
+    rc, out, err = run(capsys, "verify", "rotl.i", "not.i", "--width", "12")
+    assert rc == 0 and "1 of 1 cases agree" in out
+    assert "skipped rotl.i at width 12: rotations turn 64 bits" in err
+
+
 def test_chart(capsys, tmp_path):
     p = tmp_path / "hw_counts.png"
     rc, out, _ = run(capsys, "chart", "-o", str(p), "--widths", "4,8,16", "add.i", "jmp==")

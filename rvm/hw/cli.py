@@ -253,10 +253,13 @@ def cmd_verify(a: argparse.Namespace) -> int:
 
     from .verify import default_cases, verify
 
-    results = []
+    results, skipped = [], []
     for n in _widths(a.width, "8"):
         for name in _opcodes(a.opcodes):
             op = OP_BY_NAME[name]
+            if op.family in ("rotl", "rotr") and 64 % n:
+                skipped.append(f"{name} at width {n}")   # no 64-bit reference (verify.py)
+                continue
             F = a.F if a.F is not None else n // 2
             for case in default_cases(op, n, F):
                 results.append(verify(op, n, samples=a.samples, **case))
@@ -282,6 +285,9 @@ def cmd_verify(a: argparse.Namespace) -> int:
                       "ok" if not bad else f"FAIL: {bad[0].message}")
         Console(highlight=False).print(t)
         print(f"{len(results) - len(failed)} of {len(results)} cases agree")
+    if skipped:
+        print(f"rvm: note: skipped {', '.join(skipped)}: rotations turn 64 bits and are "
+              f"checked at widths that divide 64", file=sys.stderr)
     return EXIT_FAIL if failed else EXIT_OK
 
 
