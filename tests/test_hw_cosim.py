@@ -110,3 +110,36 @@ def test_same_cell_sources_and_a_trap():
     from rvm.errors import AssertionTrap
     with pytest.raises(AssertionTrap):
         cosimulate(rvm.assemble(src), {"x": 6}, width=16)
+
+
+def test_wrong_condition_bits_are_caught(monkeypatch):
+    """A condition circuit that never sets the bit: the fork disagrees with the interpreter's
+    jump, and a join reached by its jump is one the model says must trap."""
+    from isa import gates
+    from rvm.hw import build
+
+    never = gates.Realization(lambda b, r, p: None, (None,), "no gates")
+    prog = rvm.assemble("programs/rfib.rasm")
+    try:
+        monkeypatch.setitem(gates.REALIZATIONS, "jmp", never)
+        build._cached.cache_clear()
+        with pytest.raises(CosimError, match=r"jmp .*: the condition bit is 0 but the "
+                                             r"interpreter jumped"):
+            cosimulate(prog, {}, width=16)
+        monkeypatch.setitem(gates.REALIZATIONS, "jmp", gates.REALIZATIONS["assert"])
+        monkeypatch.setitem(gates.REALIZATIONS, "join", never)
+        build._cached.cache_clear()
+        with pytest.raises(CosimError, match=r"join .*: the model expects a trap \(come-from\) "
+                                             r"but the interpreter ran the instruction"):
+            cosimulate(prog, {}, width=16)
+    finally:
+        build._cached.cache_clear()
+
+
+def test_traps_the_model_predicts_pass_through():
+    from rvm.errors import PopError
+    src = ("inout x: int = 3\ninout y: int = 4\nfunc main() {\n    push x\n    pop y\n}\n")
+    with pytest.raises(PopError):
+        cosimulate(rvm.assemble(src), {}, width=8)
+    res = cosimulate(rvm.assemble(src), {"y": 0}, width=8)
+    assert res.outputs == {"x": 0, "y": 3} and res.cost.stack_peak == 1

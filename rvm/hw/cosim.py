@@ -28,6 +28,7 @@ import numpy as np
 from isa import gates
 from isa.functions import CMP_ALWAYS, cond_parts
 from isa.table import INVERSE, OPS, Op
+from rvm.errors import Trap
 
 from . import _sim
 from .build import NotRealized, circuit, is_realized
@@ -35,6 +36,9 @@ from .circuit import ALLOC, GATE_KINDS, Circuit
 from .report import OpTally, ProgramCost, gate_counts
 
 ZERO_GATE = {"push", "pop", "alloc", "free", "call", "uncall", "begin", "end", "nop", "trace"}
+# families whose traps the model predicts (others, such as bounds or aliasing, it leaves to
+# the interpreter)
+PREDICTED = {"pop", "alloc", "free", "end", "join", "assert"}
 
 
 class CosimError(Exception):
@@ -265,30 +269,40 @@ class Cosim:
         # where we are, for error messages (the instruction text is formatted only then)
         ctx = dict(step=core.t, pc=pc, direction=direction, program=self.program)
         fam = ran.family
-        update = None
         if fam in ZERO_GATE:
             update = self._move(ran, row, ctx)
         else:
             update = self._gates(ran, row, ctx)
-        if m.step(1, direction) != 1:
+        # the traps the model can see coming: a dirty ancilla or frame local, a pop into a
+        # nonzero cell or from an empty stack, a join reached the wrong way, a false assert
+        expect = None
+        if update is not None and update[0] == "trap":
+            expect = update[1]
+        elif update is not None and update[0] == "cond":
+            cond = update[1]
+            if fam == "join" and cond != came:
+                expect = "come-from"
+            elif fam == "assert" and cond != 1:
+                expect = "assertion"
+        try:
+            ran_one = m.step(1, direction)
+        except Trap as t:
+            if expect is None and fam in PREDICTED:
+                raise CosimError(f"the interpreter trapped ({type(t).__name__}: {t}) but the "
+                                 f"model finds nothing wrong", **ctx) from t
+            raise
+        if expect is not None:
+            raise CosimError(f"the model expects a trap ({expect}) but the interpreter ran "
+                             f"the instruction", **ctx)
+        if ran_one != 1:
             raise CosimError("the interpreter did not run the instruction", **ctx)
-        if update is not None:
-            kind, data = update
-            if kind == "cells":
-                for a, v in data:
-                    self.shadow[a] = v
-            else:                               # a condition: compare with the control flow
-                cond = data
-                if fam == "jmp" and cond != core.came:
-                    raise CosimError(f"the condition bit is {cond} but the interpreter "
-                                     f"{'jumped' if core.came else 'fell through'}", **ctx)
-                if fam == "join" and cond != came:
-                    raise CosimError(f"the condition bit is {cond} but control "
-                                     f"{'came by the jump' if came else 'fell through'}",
-                                     **ctx)
-                if fam == "assert" and cond != 1:
-                    raise CosimError("the assertion's condition bit is 0 but the interpreter "
-                                     "did not trap", **ctx)
+        if update is not None and update[0] == "cells":
+            for a, v in update[1]:
+                self.shadow[a] = v
+        elif update is not None and update[0] == "cond" and fam == "jmp":
+            if update[1] != core.came:          # a fork: it jumps iff the bit is 1
+                raise CosimError(f"the condition bit is {update[1]} but the interpreter "
+                                 f"{'jumped' if core.came else 'fell through'}", **ctx)
         self._check_state(ctx, direction)
         if fam in ("push", "pop"):
             self._check_stack(ctx)
@@ -301,6 +315,11 @@ class Cosim:
         if fam not in ("push", "pop", "alloc", "free"):
             if self.counting:
                 self.cost.moves += 1
+            if fam == "end":                    # a return: the frame's locals must be zero
+                core = self.m.core
+                fp = core.frame(core.depth - 1)[1]
+                if self.shadow[fp:core.frame_top].any():
+                    return ("trap", "a local is not zero at the return")
             return None
         addrs, vals = self._operands(ran, row)
         if not addrs:
@@ -311,15 +330,13 @@ class Cosim:
         if fam in ("alloc", "free"):
             if self.counting:
                 self.cost.ancilla_checks += 1
-            if v != 0:
-                return None                     # the interpreter traps (AncillaError)
-            return None
+            return ("trap", f"{fam} of a nonzero ancilla") if v != 0 else None
         if fam == "push":
             self.stack.append(v)
             self.stack_lv.append((self.cell_lv[a].copy(), self.cell_tl[a].copy()))
             return ("cells", [(a, 0)])
         if v != 0 or not self.stack:
-            return None                         # the interpreter traps (PopError, underflow)
+            return ("trap", "pop into a nonzero cell" if v else "pop from an empty stack")
         w = self.stack.pop()
         lv, tl = self.stack_lv.pop()
         self.cell_lv[a], self.cell_tl[a] = lv, tl
