@@ -19,7 +19,6 @@ need no gates.  Each circuit run checks its ancillas came back zero and its sour
 from __future__ import annotations
 
 import time
-from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 

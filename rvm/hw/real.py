@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from .circuit import ALLOC, CNOT, FREDKIN, FREE, MCX, NOT, TOFFOLI, Builder, Circuit
+from .circuit import ALLOC, FREE, Builder, Circuit
 
 VERSION = "1.0"
 
