@@ -740,6 +740,8 @@ cdef int vm_run(VM* vm, i64 budget, i64* executed, Variant* variant) noexcept no
     cdef i64 v, i, here
     cdef int skip_break = vm.brk_skip
     cdef int ad = vm.ad
+    cdef double* adj = vm.adj
+    cdef double* tan = vm.tan
     # the loop's flags in locals: a write through a cell pointer may alias the VM struct, so
     # fields read per instruction would be reloaded from memory every time
     cdef uint8_t* brk = vm.brk
@@ -1246,7 +1248,15 @@ cdef int vm_run(VM* vm, i64 budget, i64* executed, Variant* variant) noexcept no
         left -= 1
         if Variant is Instrumented:
             if ad and AD_KIND[op]:
-                ad_apply(vm, op, c, mem, fpm, pa, here)
+                if AD_PF[op] == PF_ONE and ad == _AD_ADJ and vm.D < 0:
+                    # the commonest rule, y += a, in the adjoint sweep: abar -= s * ybar, and
+                    # in tangent mode: y' += s * a' (y and a are the cells the instruction
+                    # just used; see ad_apply)
+                    adj[a - mem] -= AD_SIGN[op] * adj[y - mem]
+                elif AD_PF[op] == PF_ONE and ad == _AD_TAN:
+                    tan[y - mem] += AD_SIGN[op] * tan[a - mem]
+                else:
+                    ad_apply(vm, op, c, mem, fpm, pa, here)
             if n_watch:
                 for i in range(n_watch):
                     if mem[vm.watch_addr[i]] != vm.watch_val[i]:

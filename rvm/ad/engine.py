@@ -32,10 +32,11 @@ from isa.derivatives import DIFFERENTIABLE
 from isa.types import TYPE_NAMES
 
 from .. import _core
-from ..api import assemble, drift_since, snapshot
+from ..api import assemble
 from ..errors import RVMError
 from ..machine import Machine
 from ..program import Program
+from ..values import decode, decode_array
 
 __all__ = ["Derivatives", "NotDifferentiable", "NonFiniteDerivative", "ReleasedTangentWarning",
            "ReleasedTangentError", "derivatives", "grad", "jvp", "hessian", "hvp", "grad_fn"]
@@ -94,15 +95,29 @@ class Derivatives:
     steps      instructions of one forward run
     """
     value: float | None = None
-    outputs: dict[str, Any] = field(default_factory=dict)
     gradient: dict[str, Any] | None = None
     tangent: dict[str, Any] | None = None
     hessian: np.ndarray | None = None
     hvp: dict[str, Any] | None = None
-    wrt_cells: list[str] = field(default_factory=list)
+    cells: list[Cell] = field(default_factory=list, repr=False)
+    _end: tuple | None = field(default=None, repr=False)   # (machine, globals' words at the end)
     drift: dict[str, float] = field(default_factory=dict)
     released: dict[str, Any] | None = None
     steps: int = 0
+
+    @property
+    def outputs(self) -> dict[str, Any]:
+        """Every output global at the end of the forward run (decoded on first use)."""
+        if self._end is None:
+            return {}
+        m, words = self._end
+        return {g.name: decode_global(g, words, m.program.fraction_bits)
+                for g in m.program.globals if g.is_output}
+
+    @property
+    def wrt_cells(self) -> list[str]:
+        """Names of the wrt cells in the order of the Hessian's rows: x, a[0], a[1], ..."""
+        return [n for c in self.cells for n in c.names()]
 
 
 _ELEMENT = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(?:\[\s*(\d+)\s*\])?\s*$")
@@ -168,11 +183,22 @@ class _Runner:
             seen |= cells
         self.n = sum(c.size for c in self.wrt)
         self.core = self.m.core
+        self.n_globals = program.n_globals
+        if self.of is not None:
+            self.of_type = next(g.type for g in program.globals
+                                if g.addr <= self.of.addr < g.addr + g.size)
 
     # -- passes ------------------------------------------------------------------------
     def start(self, mode: int, inputs: Mapping[str, Any] | None) -> None:
         self.core.set_ad(mode)
         self.m.reset(inputs)          # also zeroes the duals used before
+
+    def globals_words(self) -> np.ndarray:
+        return self.core.mem[:self.n_globals].copy()
+
+    def loss(self) -> float:
+        return float(decode(self.of_type, int(self.core.mem[self.of.addr]),
+                            self.program.fraction_bits))
 
     def seed_tangents(self, v: np.ndarray) -> None:
         tan = self.core.tangent
@@ -250,9 +276,17 @@ def derivatives(program: Program | str | os.PathLike, of: str | None = None,
     machine    a Machine of `program` to reuse (its state is reset)
     """
     prog = machine.program if machine is not None else _as_program(program)
-    r = _runner or _Runner(prog, of, _wrt_list(wrt) if (gradient or hessian or direction) else
-                           list((tangents or {}).keys()), machine)
-    out = Derivatives(wrt_cells=[n for c in r.wrt for n in c.names()])
+    names = _wrt_list(wrt) if (gradient or hessian or direction) else list((tangents or {}))
+    r = _runner
+    if r is None and machine is not None:
+        # a machine reused across calls keeps its resolved cells (training loops, benchmarks)
+        cache = machine.__dict__.setdefault("_ad_runners", {})
+        r = cache.get((of, tuple(names)))
+        if r is None:
+            r = cache[(of, tuple(names))] = _Runner(prog, of, names, machine)
+    if r is None:
+        r = _Runner(prog, of, names, machine)
+    out = Derivatives(cells=r.wrt)
     if (gradient or hessian or direction is not None) and r.of is None:
         raise NotDifferentiable("a gradient needs the loss: of=NAME")
 
@@ -264,8 +298,8 @@ def derivatives(program: Program | str | os.PathLike, of: str | None = None,
         r.seed_tangents(v)
         r.forward(max_steps)
         out.steps = r.m.stats["steps"]
-        out.outputs = r.m.outputs()
-        out.value = float(r.m.read(r.of.name)) if r.of is not None else None
+        out._end = (r.m, r.globals_words())
+        out.value = r.loss() if r.of is not None else None
         tan = r.core.tangent
         out.tangent = {}
         for g in prog.globals:
@@ -280,20 +314,20 @@ def derivatives(program: Program | str | os.PathLike, of: str | None = None,
     if gradient:
         mode = _core.AD_TAN if check_ancillas else 0
         r.start(mode, inputs)
-        snap = snapshot(r.m)
+        start = r.globals_words()
         if check_ancillas:
             r.seed_tangents(np.random.default_rng(seed).standard_normal(r.n))
         r.forward(max_steps)
         out.steps = r.m.stats["steps"]
-        out.outputs = r.m.outputs()
-        out.value = float(r.m.read(r.of.name))
+        out._end = (r.m, r.globals_words())
+        out.value = r.loss()
         if check_ancillas:
             out.released = _release_report(r, strict, RELEASE_TOLERANCE)
         r.backward(_core.AD_ADJ, max_steps)
         g = r.gather(r.core.adjoint)
         r.check_nonfinite(g, "gradient")
         out.gradient = _split(g, r.wrt)
-        out.drift = drift_since(r.m, snap)[0]
+        out.drift = _drift(r.m, start)
 
     vectors = []
     if hessian:
@@ -304,12 +338,12 @@ def derivatives(program: Program | str | os.PathLike, of: str | None = None,
     columns = []
     for v in vectors:
         r.start(_core.AD_TAN, inputs)
-        snap = snapshot(r.m)
+        start = r.globals_words()
         r.seed_tangents(v)
         r.forward(max_steps)
         if out.value is None:
-            out.value = float(r.m.read(r.of.name))
-            out.outputs = r.m.outputs()
+            out.value = r.loss()
+            out._end = (r.m, r.globals_words())
             out.steps = r.m.stats["steps"]
         r.backward(_core.AD_TAN | _core.AD_ADJ, max_steps)
         col = r.gather(r.core.adjoint_tangent)
@@ -317,11 +351,33 @@ def derivatives(program: Program | str | os.PathLike, of: str | None = None,
         columns.append(col)
         if out.gradient is None:
             out.gradient = _split(r.gather(r.core.adjoint), r.wrt)
-            out.drift = drift_since(r.m, snap)[0]
+            out.drift = _drift(r.m, start)
     if hessian:
         out.hessian = np.column_stack(columns[:r.n]) if r.n else np.zeros((0, 0))
     if direction is not None:
         out.hvp = _split(columns[-1], r.wrt)
+    return out
+
+
+def decode_global(g, words: np.ndarray, F: int) -> Any:
+    """The value of global g in a copy of the globals' words."""
+    if g.length is None:
+        return decode(g.type, int(words[g.addr]), F)
+    return decode_array(g.type, words[g.addr:g.addr + g.length], F)
+
+
+def _drift(m: Machine, start: np.ndarray) -> dict[str, float]:
+    """Globals whose words differ from `start`, with the largest difference of their values."""
+    now = m.core.mem[:len(start)]
+    if np.array_equal(now, start):
+        return {}
+    F, out = m.program.fraction_bits, {}
+    for g in m.program.globals:
+        if not np.array_equal(now[g.addr:g.addr + g.size], start[g.addr:g.addr + g.size]):
+            with np.errstate(invalid="ignore"):
+                out[g.name] = float(np.nanmax(np.abs(
+                    np.asarray(decode_global(g, now, F), dtype=float)
+                    - np.asarray(decode_global(g, start, F), dtype=float))))
     return out
 
 
