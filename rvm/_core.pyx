@@ -763,6 +763,7 @@ cdef int vm_run(VM* vm, i64 budget, i64* executed, Variant* variant) noexcept no
             vm.trap_e = vm.D
             return _R_TRAP
         left -= 1
+        skip_break = 0          # entering main is a step: main's first instruction can stop
     pc = vm.pc
     came = vm.came
     d = vm.depth - 1

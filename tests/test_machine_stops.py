@@ -54,3 +54,18 @@ def test_limit_and_clearing():
         m.set_breakpoints([10 ** 6])
     with pytest.raises(IndexError):
         m.address_of("out", 1)
+
+
+def test_breakpoint_at_mains_first_instruction_stops_on_entry_both_ways():
+    m = Machine(rvm.load("programs/oscillator.rasm"))
+    m.reset({"steps": 3})
+    main = m.program.functions[m.program.main]
+    first, last = main.begin + 1, main.end - 1
+    assert first < last
+    m.set_breakpoints([first, last])
+    assert m.advance(+1) == "break" and m.pc == first and m.t == 1
+    assert m.advance(+1) == "break" and m.pc == last
+    assert m.advance(+1) == "boundary" and m.status == "end"
+    assert m.advance(-1) == "break" and m.pc == last       # entering main from the end
+    assert m.advance(-1) == "break" and m.pc == first
+    assert m.advance(-1) == "boundary" and m.status == "start"
