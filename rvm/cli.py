@@ -41,7 +41,7 @@ class UsageError(Exception):
 
 
 
-def _load(path: str):
+def load_program(path: str):
     """Load a program from a path ('-' reads .rasm text from stdin)."""
     import rvm
 
@@ -88,7 +88,7 @@ def _parse_value(text: str) -> Any:
                          f"raw word $0x...") from None
 
 
-def _collect_values(pairs: Sequence[str], json_file: str | None) -> dict[str, Any]:
+def collect_values(pairs: Sequence[str], json_file: str | None) -> dict[str, Any]:
     values: dict[str, Any] = {}
     if json_file:
         try:
@@ -107,7 +107,7 @@ def _collect_values(pairs: Sequence[str], json_file: str | None) -> dict[str, An
     return values
 
 
-def _set_values(m, values: dict[str, Any], at_end: bool) -> None:
+def set_values(m, values: dict[str, Any], at_end: bool) -> None:
     """Load the start (or end) state: raw words go in as they are, the rest by type."""
     raw = {k: v for k, v in values.items()
            if isinstance(v, Raw) or (isinstance(v, list) and v and all(isinstance(x, Raw) for x in v))}
@@ -134,27 +134,27 @@ def _global_text(m, name: str, raw: bool) -> str:
     elif g.type == FIXED and any(abs(w) >= 1 << 53 for w in words):
         texts = [fixed_text(w, F) for w in words]
     else:
-        return _fmt(m.read(name))
+        return format_value(m.read(name))
     return texts[0] if g.length is None else "[" + ", ".join(texts) + "]"
 
 
-def _plain(v: Any) -> Any:
+def plain(v: Any) -> Any:
     """A JSON-friendly Python value."""
     if hasattr(v, "tolist"):
         v = v.tolist()
     if isinstance(v, float) and not math.isfinite(v):
         return str(v)
     if isinstance(v, list):
-        return [_plain(x) for x in v]
+        return [plain(x) for x in v]
     return v
 
 
-def _fmt(v: Any) -> str:
-    v = _plain(v)
+def format_value(v: Any) -> str:
+    v = plain(v)
     return json.dumps(v) if isinstance(v, list) else str(v)
 
 
-def _print_table(title: str, rows: list[tuple[str, str]], out=None) -> None:
+def print_table(title: str, rows: list[tuple[str, str]], out=None) -> None:
     out = out or sys.stdout
     if out.isatty():
         from rich.console import Console
@@ -176,7 +176,7 @@ def _print_table(title: str, rows: list[tuple[str, str]], out=None) -> None:
 def cmd_asm(a: argparse.Namespace) -> int:
     from assembler import rbc
 
-    prog = _load(a.program)
+    prog = load_program(a.program)
     data = rbc.dump(prog)
     out = a.output or (str(Path(a.program).with_suffix(".rbc")) if a.program != "-" else "-")
     if out == "-":
@@ -197,7 +197,7 @@ def _write_text(text: str, output: str | None) -> None:
 def cmd_dis(a: argparse.Namespace) -> int:
     from assembler import disassemble
 
-    _write_text(disassemble(_load(a.program)), a.output)
+    _write_text(disassemble(load_program(a.program)), a.output)
     return EXIT_OK
 
 
@@ -205,7 +205,7 @@ def cmd_invert(a: argparse.Namespace) -> int:
     from assembler import disassemble
     from assembler.invert import invert_program
 
-    _write_text(disassemble(invert_program(_load(a.program))), a.output)
+    _write_text(disassemble(invert_program(load_program(a.program))), a.output)
     return EXIT_OK
 
 
@@ -218,7 +218,7 @@ def cmd_check(a: argparse.Namespace) -> int:
     status = EXIT_OK
     for path in a.programs:
         try:
-            prog = _load(path)
+            prog = load_program(path)
             verify(prog)
         except AssemblyError as e:
             print(e, file=sys.stderr)
@@ -238,14 +238,14 @@ def cmd_run(a: argparse.Namespace) -> int:
     import rvm
     from rvm.api import drift_since, garbage_cells, snapshot
 
-    prog = _load(a.program)
-    values = _collect_values(a.values, a.inputs)
+    prog = load_program(a.program)
+    values = collect_values(a.values, a.inputs)
     options = {}
     if a.stack_cells:
         options["stack_cells"] = a.stack_cells
     m = rvm.Machine(prog, **options)
     try:
-        _set_values(m, values, at_end=a.reverse)
+        set_values(m, values, at_end=a.reverse)
     except (KeyError, ValueError, TypeError, OverflowError, rvm.RVMError) as e:
         raise UsageError(str(e.args[0]) if e.args else str(e)) from None
     snap = snapshot(m) if a.roundtrip else None
@@ -257,13 +257,13 @@ def cmd_run(a: argparse.Namespace) -> int:
     stats = dict(m.stats)
     if a.json:
         doc: dict[str, Any] = {"inputs" if a.reverse else "outputs":
-                               {k: (_global_text(m, k, True) if a.raw else _plain(v))
+                               {k: (_global_text(m, k, True) if a.raw else plain(v))
                                 for k, v in result.items()}}
         if a.stats:
             doc["stats"] = {**stats, "seconds": elapsed, "garbage": garbage}
         print(json.dumps(doc, indent=2))
     else:
-        _print_table("inputs" if a.reverse else "outputs",
+        print_table("inputs" if a.reverse else "outputs",
                      [(k, _global_text(m, k, a.raw)) for k in result])
         if a.stats:
             steps = stats.get("steps", 0)
@@ -272,7 +272,7 @@ def cmd_run(a: argparse.Namespace) -> int:
             if steps:
                 rows.append(("ns_per_step", f"{elapsed * 1e9 / steps:.2f}"))
             rows.append(("garbage", ", ".join(garbage) or "none"))
-            _print_table("stats", rows, out=sys.stderr)
+            print_table("stats", rows, out=sys.stderr)
     if snap is not None:
         m.run(direction=1 if a.reverse else -1, max_steps=a.max_steps)
         drift, broken = drift_since(m, snap)

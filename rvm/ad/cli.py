@@ -64,13 +64,13 @@ def register(sub: Any) -> None:
 
 def cmd_grad(a: argparse.Namespace) -> int:
     import rvm
-    from rvm.cli import UsageError, _collect_values, _load, _plain
+    from rvm.cli import UsageError, collect_values, load_program, plain
 
     from .engine import NonFiniteDerivative, NotDifferentiable, ReleasedTangentError, \
         derivatives, resolve
 
-    prog = _load(a.program)
-    values = _collect_values(a.values, a.inputs)
+    prog = load_program(a.program)
+    values = collect_values(a.values, a.inputs)
     if any(isinstance(v, int) and type(v).__name__ == "Raw" for v in values.values()):
         raise UsageError("raw $0x... words are not accepted by grad: give numbers")
     wrt = [w.strip() for w in a.wrt.split(",") if w.strip()]
@@ -124,7 +124,7 @@ def cmd_grad(a: argparse.Namespace) -> int:
 
     if a.json:
         doc = {"of": a.of, "value": d.value,
-               "gradient": {k: _plain(v) for k, v in d.gradient.items()},
+               "gradient": {k: plain(v) for k, v in d.gradient.items()},
                "steps": d.steps, "seconds": elapsed, "drift": d.drift,
                "released": d.released and {k: v for k, v in d.released.items()
                                            if k != "location"}}

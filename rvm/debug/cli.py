@@ -76,10 +76,10 @@ def _tty(f: IO[str]) -> bool:
 
 
 def cmd_debug(a: argparse.Namespace) -> int:
-    from rvm.cli import UsageError, _collect_values, _load, _set_values
+    from rvm.cli import UsageError, collect_values, load_program, set_values
     from rvm.errors import RVMError
 
-    program = _load(a.program)
+    program = load_program(a.program)
     scripted: list[tuple[str, str]] = []
     if a.command_file:
         try:
@@ -87,7 +87,7 @@ def cmd_debug(a: argparse.Namespace) -> int:
                 scripted += [(f"{a.command_file}:{i}", line) for i, line in enumerate(f, 1)]
         except (OSError, UnicodeDecodeError) as e:
             raise UsageError(f"cannot read the command file: {e}") from None
-    values = _collect_values(a.values, a.inputs)
+    values = collect_values(a.values, a.inputs)
     color = a.color == "always" or (a.color == "auto" and not a.batch and _tty(sys.stdout)
                                     and os.environ.get("NO_COLOR") is None
                                     and os.environ.get("TERM") != "dumb")
@@ -99,7 +99,7 @@ def cmd_debug(a: argparse.Namespace) -> int:
 
     try:
         session = Session(program, limit=a.limit, trace=trace,
-                          setup=lambda m: _set_values(m, values, at_end=False))
+                          setup=lambda m: set_values(m, values, at_end=False))
     except (RVMError, ValueError, IndexError) as e:
         raise UsageError(str(e)) from None
     interactive = _tty(sys.stdin) and not a.batch

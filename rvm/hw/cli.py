@@ -199,7 +199,7 @@ def cmd_cost(a: argparse.Namespace) -> int:
 
 @_guard
 def cmd_run(a: argparse.Namespace) -> int:
-    from rvm.cli import Raw, UsageError, _collect_values, _load
+    from rvm.cli import Raw, UsageError, collect_values, load_program
     from rvm.errors import Trap
 
     from .build import NotRealized
@@ -207,9 +207,9 @@ def cmd_run(a: argparse.Namespace) -> int:
     from .report import print_program
 
     n = _widths(a.width)[0]
-    program = _load(a.program)
+    program = load_program(a.program)
     try:
-        values = _collect_values(a.values, None)
+        values = collect_values(a.values, None)
     except UsageError as e:
         raise _Usage(str(e)) from None
     raw = {k: v for k, v in values.items()

@@ -141,12 +141,12 @@ def _progress(total: int, label: str, enabled: bool) -> Iterator[Any]:
 
 
 def _load_step(a: argparse.Namespace):
-    from rvm.cli import Raw, UsageError, _collect_values, _load
+    from rvm.cli import Raw, UsageError, collect_values, load_program
 
     from .machine_run import StepProgram, StepProgramError
 
-    program = _load(a.program)
-    values = _collect_values(a.values, None)
+    program = load_program(a.program)
+    values = collect_values(a.values, None)
     raw = {k: v for k, v in values.items()
            if isinstance(v, Raw) or (isinstance(v, list) and v and all(isinstance(x, Raw)
                                                                        for x in v))}
@@ -224,7 +224,7 @@ def _trace(a: argparse.Namespace) -> int:
 
 
 def _print_one(r: Report) -> None:
-    from rvm.cli import _print_table
+    from rvm.cli import print_table
 
     rows = [("strategy", r.label), ("N", str(r.n)),
             ("moves", f"{r.moves} ({r.forward} forward, {r.backward} backward)"),
@@ -244,10 +244,10 @@ def _print_one(r: Report) -> None:
         rows.append(("seconds", f"{r.seconds:.3f}"))
     if not r.reversible:
         rows.append(("note", "irreversible reference: it overwrites states to reverse N steps"))
-    _print_table("trace", rows)
+    print_table("trace", rows)
     if r.final_state:
-        from rvm.cli import _fmt
-        _print_table("s_N", [(k, _fmt(v)) for k, v in r.final_state.items()])
+        from rvm.cli import format_value
+        print_table("s_N", [(k, format_value(v)) for k, v in r.final_state.items()])
 
 
 def _plots(a: argparse.Namespace, schedules: list[S.Schedule], reports: list[Report],
