@@ -124,8 +124,10 @@ def test_ctrl_c_stops_a_runaway_run(tmp_path):
     prog = tmp_path / "forever.rasm"
     prog.write_text("inout x: int\nfunc main() {\n    from x == 0 {\n        inc x\n"
                     "    } until x == 0\n}\n")
+    # SIG_DFL in the child: a test run started in the background inherits SIGINT ignored
     p = subprocess.Popen([sys.executable, "-m", "rvm.cli", "run", str(prog)],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     time.sleep(1.5)
     p.send_signal(signal.SIGINT)
     try:

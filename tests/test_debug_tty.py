@@ -4,6 +4,7 @@ confirmation, Ctrl-C interrupts a long run and the session goes on."""
 from __future__ import annotations
 
 import re
+import signal
 import sys
 from pathlib import Path
 
@@ -19,7 +20,10 @@ def spawn(*args: str):
     child = pexpect.spawn(sys.executable, ["-m", "rvm.cli", "debug", *args], cwd=str(ROOT),
                           encoding="utf-8", timeout=20, dimensions=(40, 120),
                           env={"TERM": "xterm-256color", "PATH": "/usr/bin:/bin",
-                               "PYTHONPATH": str(ROOT)})
+                               "PYTHONPATH": str(ROOT)},
+                          # a test run started in the background inherits SIGINT ignored,
+                          # and Python then installs no KeyboardInterrupt handler
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     return child
 
 
