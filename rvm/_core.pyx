@@ -199,6 +199,13 @@ cdef struct VM:
     i64 n_watch
     i64 watch_hit         # index of the watched cell that changed
     i64 watch_pc          # the instruction that changed it
+    # loop kernels (run_kernel): per direction and pc of a back-edge jmp, its kernel or -1
+    i64* kern
+    i64* k_len
+    i64* k_join
+    i64* k_jmp
+    i64* k_rows
+    int use_kernels
     # automatic differentiation (docs/ad.md): mode bits, dual arrays parallel to mem and to
     # the value stack (NULL until set_ad), and the events the rules noticed
     int ad
@@ -520,6 +527,231 @@ cdef void ad_frame(VM* vm, i64 fp, i64 fs) noexcept nogil:
     memset(vm.tan + fp, 0, fs * sizeof(double))
     memset(vm.adj + fp, 0, fs * sizeof(double))
     memset(vm.adjt + fp, 0, fs * sizeof(double))
+
+
+# number of cell operands of each opcode (they come first in the row: slots 1..NCELL)
+cdef int NCELL[N_OPCODES]
+for _op in OPS:
+    NCELL[_op.code] = sum(1 for k in _op.operands if k in ("y", "a"))
+
+
+# ---- loop kernels: a simple loop runs without the dispatch loop (docs/machine.md) --------------
+#
+# A loop whose back edge is a jmp to its paired join, with a body of plain cell updates on
+# direct operands (global, local, parameter), is compiled when the Core is built (per direction
+# of execution) into a kernel: once the loop has been entered, whole iterations run here with
+# the operands resolved once and the loop's jmp and join checked in place.  The steps, the
+# order of the updates, the traps and the state are exactly those of the dispatch loop (a
+# trap stops at the same instruction with nothing changed); only the bookkeeping per
+# instruction is gone.  Breakpoints and watched cells disable kernels; AD rules still run.
+
+DEF KMAX = 8              # body rows of a kernel
+# opcodes a kernel body may contain (their operands resolved once per entry)
+KERNEL_OPS = frozenset(["add.i", "add.x", "add.f", "sub.i", "sub.x", "sub.f",
+                        "addi.i", "addi.x", "addi.f", "subi.i", "subi.x", "subi.f",
+                        "inc.i", "dec.i", "addmul.i", "addmul.x", "addmul.f",
+                        "submul.i", "submul.x", "submul.f", "xor.i",
+                        "swap.i", "swap.x", "swap.f", "rot.x", "rot.f", "irot.x", "irot.f"])
+_KERNEL_CODES = frozenset(OPS[i].code for i in range(len(OPS)) if OPS[i].name in KERNEL_OPS)
+_TWO_TARGETS = frozenset(OPS[i].code for i in range(len(OPS)) if len(OPS[i].targets) == 2)
+
+def _kernel_row(row) -> bool:
+    """A row a kernel can run: a plain update or rotation whose operands are distinct words
+    (the same word twice is an alias, which the dispatch loop traps on); indexed (X) operands
+    are resolved per iteration."""
+    op = int(row[0])
+    if op not in _KERNEL_CODES:
+        return False
+    words = [int(row[s]) for s in range(1, 1 + NCELL[op])]
+    if any((w & 7) not in (MODE_G, MODE_L, MODE_P, MODE_X) for w in words):
+        return False
+    if words[0] in words[1:]:
+        return False
+    # rot/irot write two cells: the second target is neither the first nor the angle
+    return not (op in _TWO_TARGETS and words[1] in words[2:])
+
+
+def _direct_cond(row) -> bool:
+    return (int(row[1]) & 15) == 0 or all((int(row[s]) & 7) in (MODE_G, MODE_L, MODE_P)
+                                          for s in (2, 3))
+
+
+cdef enum:
+    _K_EXIT = 0           # the loop ended: pc is past its jmp
+    _K_BUDGET = 1         # not enough budget for another iteration: pc at the body's start
+    _K_DECLINED = 2       # operands alias at run time: the dispatch loop runs it instead
+
+
+cdef inline bint kernel_alias(int op, i64* y, i64* a, i64* b) noexcept nogil:
+    """The operand aliasing the dispatch loop traps on, for a kernel op: a source that is the
+    target (swap may swap a cell with itself), or rot's second target being the first or the
+    angle.  (Two equal sources, y += a*a, are fine.)"""
+    if op == OP_SWAP_I or op == OP_SWAP_X or op == OP_SWAP_F:
+        return 0
+    if op == OP_ROT_X or op == OP_IROT_X or op == OP_ROT_F or op == OP_IROT_F:
+        return y == a or y == b or a == b
+    return (NCELL[op] > 1 and y == a) or (NCELL[op] > 2 and y == b)
+
+
+cdef int run_kernel(VM* vm, i64 k, i64* code, int e, i64* mem, i64* fpm, i64* pa, i64* left,
+                    i64* pc_out, int* op_out, int ad) noexcept nogil:
+    """Run whole iterations of kernel k, entered with pc at the body's first row.  Returns a
+    trap code (pc_out/op_out: the faulting row) or -_K_EXIT/-_K_BUDGET/-_K_DECLINED."""
+    cdef i64 L = vm.k_len[k], T = vm.k_join[k], J = vm.k_jmp[k], r, v
+    cdef i64* rows = vm.k_rows + k * KMAX
+    cdef i64* ys[KMAX]
+    cdef i64* as_[KMAX]
+    cdef i64* bs[KMAX]
+    cdef int ops[KMAX]
+    cdef i64 imm[KMAX]
+    cdef bint dyn[KMAX]           # the row has an indexed (X) operand: resolved per iteration
+    cdef i64 w
+    cdef i64 vx, vy
+    cdef i64* c
+    cdef i64* ja
+    cdef i64* jb
+    cdef i64* ta
+    cdef i64* tb
+    cdef i64 jcc, tcc
+    cdef int op, tc
+    cdef double* A = vm.adj
+    cdef double* Tn = vm.tan
+    # in locals: a write through a cell pointer could alias anything reached by a pointer
+    cdef i64 lft = left[0]
+    cdef int F = vm.F
+    cdef bint backward = vm.D < 0
+    for r in range(L):
+        c = code + rows[r] * 6
+        ops[r] = <int>c[0]
+        imm[r] = c[2]
+        dyn[r] = vm.xflag[rows[r]] != 0
+        if dyn[r]:
+            continue
+        ys[r] = opnd(vm, c[1], mem, fpm, pa)
+        as_[r] = bs[r] = ys[r]
+        if NCELL[ops[r]] > 1:
+            as_[r] = opnd(vm, c[2], mem, fpm, pa)
+            if NCELL[ops[r]] > 2:
+                bs[r] = opnd(vm, c[3], mem, fpm, pa)
+        # parameters can alias (the verifier checked the static operands): let the dispatch
+        # loop trap on it
+        if kernel_alias(ops[r], ys[r], as_[r], bs[r]):
+            return -_K_DECLINED
+    c = code + J * 6
+    jcc = c[1]
+    ja = jb = mem
+    if (jcc & 15) != 0:
+        ja = opnd(vm, c[2], mem, fpm, pa)
+        jb = opnd(vm, c[3], mem, fpm, pa)
+    c = code + T * 6
+    tcc = c[1]
+    ta = tb = mem
+    if (tcc & 15) != 0:
+        ta = opnd(vm, c[2], mem, fpm, pa)
+        tb = opnd(vm, c[3], mem, fpm, pa)
+
+    while lft >= L + 2:
+        for r in range(L):
+            op = ops[r]
+            if dyn[r]:
+                # as the dispatch loop does it: index aliasing, bounds, then operand aliasing
+                c = code + rows[r] * 6
+                tc = check_index_alias(vm, c, op, mem, fpm, pa)
+                if tc == 0:
+                    ys[r] = opnd(vm, c[1], mem, fpm, pa)
+                    as_[r] = bs[r] = ys[r]
+                    if NCELL[op] > 1:
+                        as_[r] = opnd(vm, c[2], mem, fpm, pa)
+                        if NCELL[op] > 2:
+                            bs[r] = opnd(vm, c[3], mem, fpm, pa)
+                    if ys[r] == NULL or as_[r] == NULL or bs[r] == NULL:
+                        tc = _T_BOUNDS
+                    elif kernel_alias(op, ys[r], as_[r], bs[r]):
+                        tc = _T_ALIAS
+                if tc:
+                    left[0] = lft - r
+                    pc_out[0] = rows[r]
+                    op_out[0] = op
+                    return tc
+            if op == OP_ADD_I or op == OP_ADD_X:
+                ys[r][0] = <i64>(<u64>ys[r][0] + <u64>as_[r][0])
+            elif op == OP_SUB_I or op == OP_SUB_X:
+                ys[r][0] = <i64>(<u64>ys[r][0] - <u64>as_[r][0])
+            elif op == OP_INC_I:
+                ys[r][0] = <i64>(<u64>ys[r][0] + 1)
+            elif op == OP_DEC_I:
+                ys[r][0] = <i64>(<u64>ys[r][0] - 1)
+            elif op == OP_ADDI_I or op == OP_ADDI_X:
+                ys[r][0] = <i64>(<u64>ys[r][0] + <u64>imm[r])
+            elif op == OP_SUBI_I or op == OP_SUBI_X:
+                ys[r][0] = <i64>(<u64>ys[r][0] - <u64>imm[r])
+            elif op == OP_XOR_I:
+                ys[r][0] ^= as_[r][0]
+            elif op == OP_ADDMUL_I:
+                ys[r][0] = <i64>(<u64>ys[r][0] + <u64>as_[r][0] * <u64>bs[r][0])
+            elif op == OP_SUBMUL_I:
+                ys[r][0] = <i64>(<u64>ys[r][0] - <u64>as_[r][0] * <u64>bs[r][0])
+            elif op == OP_ADDMUL_X:
+                ys[r][0] = <i64>(<u64>ys[r][0] + <u64>rvm_fixed_mul(as_[r][0], bs[r][0], F))
+            elif op == OP_SUBMUL_X:
+                ys[r][0] = <i64>(<u64>ys[r][0] - <u64>rvm_fixed_mul(as_[r][0], bs[r][0], F))
+            elif op == OP_SWAP_I or op == OP_SWAP_X or op == OP_SWAP_F:
+                v = ys[r][0]
+                ys[r][0] = as_[r][0]
+                as_[r][0] = v
+            elif op == OP_ROT_X or op == OP_IROT_X or op == OP_ROT_F or op == OP_IROT_F:
+                vx = ys[r][0]
+                vy = as_[r][0]
+                if op == OP_ROT_X or op == OP_IROT_X:
+                    tc = rvm_rot_fixed(&vx, &vy, bs[r][0], F, op == OP_IROT_X)
+                else:
+                    tc = rvm_rot_float(&vx, &vy, bs[r][0], op == OP_IROT_F)
+                if tc:
+                    left[0] = lft - r
+                    pc_out[0] = rows[r]
+                    op_out[0] = op
+                    return ak_trap(tc)
+                ys[r][0] = vx
+                as_[r][0] = vy
+            else:
+                # float: a non-finite result traps before the cell changes
+                if op == OP_ADD_F or op == OP_SUB_F:
+                    tc = rvm_float_add(ys[r][0], rvm_w2f(as_[r][0]), 1 if op == OP_ADD_F else -1, &v)
+                elif op == OP_ADDI_F or op == OP_SUBI_F:
+                    tc = rvm_float_add(ys[r][0], rvm_w2f(imm[r]), 1 if op == OP_ADDI_F else -1, &v)
+                else:
+                    tc = rvm_float_add(ys[r][0], rvm_w2f(as_[r][0]) * rvm_w2f(bs[r][0]),
+                                       1 if op == OP_ADDMUL_F else -1, &v)
+                if tc:
+                    left[0] = lft - r
+                    pc_out[0] = rows[r]
+                    op_out[0] = op
+                    return ak_trap(tc)
+                ys[r][0] = v
+            if ad and AD_KIND[op]:
+                if AD_PF[op] == PF_ONE and ad == _AD_ADJ and backward:
+                    A[as_[r] - mem] -= AD_SIGN[op] * A[ys[r] - mem]
+                elif AD_PF[op] == PF_ONE and ad == _AD_TAN:
+                    Tn[ys[r] - mem] += AD_SIGN[op] * Tn[as_[r] - mem]
+                else:
+                    ad_apply(vm, op, code + rows[r] * 6, mem, fpm, pa, rows[r])
+        lft -= L
+        # the back edge: fall out of the loop, or the paired join's come-from check
+        if (jcc & 15) != 0 and not rvm_compare(jcc, ja[0], jb[0]):
+            left[0] = lft - 1
+            pc_out[0] = J + e
+            return -_K_EXIT
+        if (tcc & 15) != 0 and not rvm_compare(tcc, ta[0], tb[0]):
+            left[0] = lft - 1             # the jmp ran; the join traps
+            vm.tv[0] = 0
+            vm.tv[1] = 1
+            pc_out[0] = T
+            op_out[0] = OP_JOIN
+            return _T_COMEFROM
+        lft -= 2
+    left[0] = lft
+    pc_out[0] = T + e
+    return -_K_BUDGET
 
 
 # ---- calls and returns -------------------------------------------------------------------------
@@ -1192,6 +1424,16 @@ cdef int vm_run(VM* vm, i64 budget, i64* executed, Variant* variant) noexcept no
                             break
                     pc += e
                     came = 0
+                    r = vm.kern[(e < 0) * vm.n_code + here]
+                    if r >= 0 and vm.use_kernels:
+                        if Variant is Plain or (brk == NULL and n_watch == 0):
+                            left -= 1           # the join is done too
+                            tc = run_kernel(vm, r, code, e, mem, fpm, pa, &left, &pc, &op, ad)
+                            if tc > 0:
+                                came = op == OP_JOIN
+                                break
+                            tc = 0
+                            continue
             else:
                 pc += e
                 came = 0
@@ -1492,6 +1734,7 @@ cdef class Core:
     cdef object _brk                       # breakpoint flags and watch buffers the VM uses
     cdef object _watch
     cdef object _duals                     # (tan, adj, adjt) over mem and over the value stack
+    cdef object _kernels
 
     def __init__(self, program, *, i64 stack_cells=1 << 20, i64 frame_cells=1 << 22,
                  i64 max_depth=1 << 16):
@@ -1557,7 +1800,44 @@ cdef class Core:
         vm.fr_ret = self._work(max_depth)
         vm.fr_fdir = self._work(max_depth)
         vm.max_depth = max_depth
+        self._build_kernels()
+        vm.use_kernels = 1
         self.reset(False)
+
+    def _build_kernels(self) -> None:
+        """Find the loops a kernel can run (see run_kernel), in both directions of execution."""
+        cdef VM* vm = &self.vm
+        n = vm.n_code
+        fwd = self.code
+        inv = np.column_stack([np.array(INVERSE, dtype=np.int64)[fwd[:, 0]], fwd[:, 1:]])
+        kern = np.full(2 * max(n, 1), -1, dtype=np.int64)
+        found = []
+        for d, (code, e) in enumerate(((fwd, 1), (inv, -1))):
+            for J in np.nonzero(code[:, 0] == OP_JMP)[0]:
+                J = int(J)
+                T = int(code[J, 4])
+                if code[T, 0] != OP_JOIN or int(code[T, 4]) != J or (J - T) * e <= 0:
+                    continue
+                rows = list(range(T + e, J, e))
+                if 1 <= len(rows) <= KMAX and all(_kernel_row(code[r]) for r in rows) \
+                        and _direct_cond(code[J]) and _direct_cond(code[T]):
+                    kern[d * n + J] = len(found)
+                    found.append((J, T, rows))
+        self._kernels = found
+        vm.kern = self._buf(kern)
+        vm.k_len = self._buf([len(r) for _, _, r in found])
+        vm.k_jmp = self._buf([J for J, _, _ in found])
+        vm.k_join = self._buf([T for _, T, _ in found])
+        vm.k_rows = self._buf([(r + [0] * KMAX)[:KMAX] for _, _, r in found] or [0])
+
+    def set_kernels(self, bint on) -> None:
+        """Run simple loops by their kernels (default) or instruction by instruction."""
+        self.vm.use_kernels = on
+
+    @property
+    def kernels(self) -> list:
+        """(jmp pc, join pc, body pcs) of every loop kernel, forward then backward."""
+        return list(self._kernels)
 
     cdef i64* _buf(self, values):
         """Keep a private int64 copy of `values` alive and return its data pointer (never

@@ -1,0 +1,128 @@
+"""Loop kernels (rvm/_core.pyx, run_kernel) are invisible: with and without them every run
+passes through the same states at the same steps, stops at the same step limits and traps at
+the same instruction with the same state, forward, backward and under AD."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import rvm
+from rvm.errors import StepLimit, Trap
+from test_reversibility import programs, start_values
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+
+def trajectory(prog, values, kernels: bool, chunks=(), direction=+1, max_steps=50_000):
+    """What a run shows from outside: states after each chunk of steps, the end or the trap,
+    then the run back to the start."""
+    m = rvm.Machine(prog)
+    m.core.set_kernels(kernels)
+    m.reset(values)
+    n = prog.n_static
+    seen = []
+    try:
+        for k in chunks:
+            m.step(k, direction)
+            seen.append((m.t, m.pc, m.status, m.mem[:n].tobytes()))
+        m.run(direction, max_steps=max_steps)
+        seen.append(("end", m.t, m.mem[:n].tobytes()))
+    except StepLimit:
+        seen.append(("limit", m.t, m.pc, m.mem[:n].tobytes()))
+    except Trap as e:
+        seen.append(("trap", type(e).__name__, e.pc, e.step, m.mem[:n].tobytes(),
+                     tuple(sorted((k, str(v)) for k, v in e.values.items()))))
+    try:
+        m.run(-direction, max_steps=max_steps)
+        seen.append(("back", m.t, m.status, m.mem[:n].tobytes()))
+    except (Trap, StepLimit) as e:
+        seen.append(("back-trap", type(e).__name__, m.t))
+    return seen
+
+
+def same_both_ways(prog, values, chunks=()):
+    a = trajectory(prog, values, True, chunks)
+    b = trajectory(prog, values, False, chunks)
+    assert a == b
+
+
+LOOPS = """
+.fixed 24
+inout n: int = 5
+inout k: int
+inout xs: float[6] = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+inout f: float = 0.5
+inout g: float = 1e300
+inout h: float = 1e307
+inout q: fixed[4] = [0.5, 0.25, 1.5, -2.0]
+inout p: fixed = 0.75
+inout t: fixed = 0.3
+inout j: int
+func main() {
+    for i in 0..n {
+        BODY
+    }
+}
+"""
+
+BODIES = [
+    "f += xs[i]",                          # indexed source, i in 0..n
+    "xs[i] += f * f",                      # indexed target
+    "f += g * g",                          # float overflow: a trap inside the kernel
+    "f += xs[i] * h",                      # ... after a few iterations
+    "f -= xs[i] / g",                      # not a kernel op: the dispatch loop
+    "inc k\n        f += 1.0",
+    "rot xs[i], xs[k], f",                 # the operands alias when i == k: a trap
+    "rot xs[i], g, f",
+    "q[j] += p * t\n        inc j",        # j runs past the end of q: a bounds trap
+    "swap p, t\n        p += t * t",
+    "xs[k] += f\n        k ^= i",          # the index changes inside the loop
+    "k += i\n        xs[0] += xs[1]",
+]
+
+
+@pytest.mark.parametrize("body", BODIES)
+@pytest.mark.parametrize("n", [0, 1, 3, 6, 9])
+def test_loop_bodies_run_the_same_with_and_without_kernels(body, n):
+    prog = rvm.assemble(LOOPS.replace("BODY", body))
+    same_both_ways(prog, {"n": n})
+    for chunks in ([1] * 12, [3, 5, 7, 11], [2, 50]):      # step limits inside the kernel
+        same_both_ways(prog, {"n": n}, chunks)
+
+
+def test_kernels_are_found_for_the_benchmark_loops():
+    from gen_programs import umm
+
+    acc = rvm.Machine(rvm.assemble(ROOT / "programs" / "accumulate.rasm")).core.kernels
+    assert len(acc) == 2                             # the loop, forward and backward
+    assert rvm.Machine(rvm.assemble(umm(10))).core.kernels       # the Givens inner loop
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(programs(), start_values(), st.lists(st.integers(1, 40), max_size=4))
+def test_random_programs_run_the_same_with_and_without_kernels(src, values, chunks):
+    same_both_ways(rvm.assemble(src), values, chunks)
+
+
+@pytest.mark.parametrize("name, of, wrt, inputs", [
+    ("accumulate.rasm", "x", ["x", "one"], {"n": 50}),
+    ("umm.rasm", "loss", ["x", "theta"], {}),
+    ("besselj.rasm", "out", ["z"], {}),
+    ("oscillator.rasm", "x", ["x", "v", "dt"], {"steps": 20}),
+])
+def test_gradients_are_the_same_with_and_without_kernels(name, of, wrt, inputs):
+    prog = rvm.assemble(ROOT / "programs" / name)
+    results = []
+    for kernels in (True, False):
+        m = rvm.Machine(prog)
+        m.core.set_kernels(kernels)
+        d = rvm.derivatives(prog, of, wrt, inputs, hessian=len(wrt) == 1, machine=m)
+        results.append((d.value, {k: np.asarray(v).tolist() for k, v in d.gradient.items()},
+                        None if d.hessian is None else d.hessian.tolist(), d.drift))
+    assert results[0] == results[1]
