@@ -353,6 +353,12 @@ cdef int check_index_alias(VM* vm, i64* c, int op, i64* mem, i64* fpm, i64* pa) 
     return 0
 
 
+# number of cell operands of each opcode (they come first in the row: slots 1..NCELL)
+cdef int NCELL[N_OPCODES]
+for _op in OPS:
+    NCELL[_op.code] = sum(1 for k in _op.operands if k in ("y", "a"))
+
+
 # ---- differentiation rules (isa/derivatives.py; docs/ad.md) ------------------------------------
 
 cdef inline double real_of(i64 w, int ty, int F) noexcept nogil:
@@ -380,7 +386,7 @@ cdef inline void ad_check(VM* vm, double x, i64 pc) noexcept nogil:
         vm.ev_nonfinite += 1
 
 
-cdef void ad_apply(VM* vm, int op, i64* c, i64* mem, i64* fpm, i64* pa, i64 pc) noexcept nogil:
+cdef void ad_rule(VM* vm, int op, i64* c, i64* p1, i64* p2, i64* p3, i64* mem, i64 pc) noexcept nogil:
     """Apply the differentiation rule of the instruction `op` (as executed, after the inverse
     map) that has just run at `pc`.  Tangents follow the executed instruction in either
     direction; adjoints accumulate only while the machine runs backward (the adjoint sweep),
@@ -400,8 +406,8 @@ cdef void ad_apply(VM* vm, int op, i64* c, i64* mem, i64* fpm, i64* pa, i64 pc) 
     cdef double nax, nay
 
     if kind == ADK_UPDATE:
-        iy = opnd(vm, c[1], mem, fpm, pa) - mem
-        ia = opnd(vm, c[2], mem, fpm, pa) - mem
+        iy = p1 - mem
+        ia = p2 - mem
         pf = AD_PF[op]
         if pf == PF_ONE:                       # y += a, y += T(a): the common case
             if tan_on and T[ia] != 0.0:
@@ -414,12 +420,12 @@ cdef void ad_apply(VM* vm, int op, i64* c, i64* mem, i64* fpm, i64* pa, i64 pc) 
         sty = CVT_SRC[op] if CVT_SRC[op] >= 0 else ty
         ib = ia
         if pf >= PF_FN2:
-            ib = opnd(vm, c[3], mem, fpm, pa) - mem
+            ib = p3 - mem
             pf += <int>c[4]
         elif pf >= PF_FN1:
             pf += <int>c[3]
         else:                                  # addmul/adddiv: a second source
-            ib = opnd(vm, c[3], mem, fpm, pa) - mem
+            ib = p3 - mem
         dx[0].v = real_of(mem[ia], sty, vm.F)
         dx[0].t = T[ia] if tan_on else 0.0
         dx[1].v = real_of(mem[ib], sty, vm.F)
@@ -447,7 +453,7 @@ cdef void ad_apply(VM* vm, int op, i64* c, i64* mem, i64* fpm, i64* pa, i64 pc) 
                                        + (dd[k].t * ab if ab != 0.0 else 0.0))
                     ad_check(vm, AT[src[k]], pc)
     elif kind == ADK_NEG:
-        iy = opnd(vm, c[1], mem, fpm, pa) - mem
+        iy = p1 - mem
         if tan_on:
             T[iy] = -T[iy]
         if vm.ad & _AD_ADJ:
@@ -455,8 +461,8 @@ cdef void ad_apply(VM* vm, int op, i64* c, i64* mem, i64* fpm, i64* pa, i64 pc) 
             if tan_on:
                 AT[iy] = -AT[iy]
     elif kind == ADK_SWAP:
-        iy = opnd(vm, c[1], mem, fpm, pa) - mem
-        ia = opnd(vm, c[2], mem, fpm, pa) - mem
+        iy = p1 - mem
+        ia = p2 - mem
         if tan_on:
             v = T[iy]; T[iy] = T[ia]; T[ia] = v
         if vm.ad & _AD_ADJ:
@@ -465,9 +471,9 @@ cdef void ad_apply(VM* vm, int op, i64* c, i64* mem, i64* fpm, i64* pa, i64 pc) 
                 v = AT[iy]; AT[iy] = AT[ia]; AT[ia] = v
     elif kind == ADK_ROT:
         # executed (x, y) <- R(phi)(x, y), phi = s*theta; values now are the results
-        iy = opnd(vm, c[1], mem, fpm, pa) - mem
-        ia = opnd(vm, c[2], mem, fpm, pa) - mem
-        ib = opnd(vm, c[3], mem, fpm, pa) - mem
+        iy = p1 - mem
+        ia = p2 - mem
+        ib = p3 - mem
         th = real_of(mem[ib], ty, vm.F)
         cs = cos(s * th)
         sn = sin(s * th)
@@ -503,7 +509,7 @@ cdef void ad_apply(VM* vm, int op, i64* c, i64* mem, i64* fpm, i64* pa, i64 pc) 
     elif kind == ADK_MOVE:
         # push: the cell's duals go onto the stack and the cell is the constant zero;
         # pop: the stack's duals replace the (dropped) duals of the zero cell
-        iy = opnd(vm, c[1], mem, fpm, pa) - mem
+        iy = p1 - mem
         if op == OP_PUSH:
             k = vm.sp - 1
             vm.stan[k] = T[iy]; vm.sadj[k] = A[iy]; vm.sadjt[k] = AT[iy]
@@ -516,10 +522,23 @@ cdef void ad_apply(VM* vm, int op, i64* c, i64* mem, i64* fpm, i64* pa, i64 pc) 
             return
         T[iy] = 0.0; A[iy] = 0.0; AT[iy] = 0.0
     elif kind == ADK_SCOPE:
-        iy = opnd(vm, c[1], mem, fpm, pa) - mem
+        iy = p1 - mem
         if tan_on:
             ad_release(vm, T[iy], pc)
         T[iy] = 0.0; A[iy] = 0.0; AT[iy] = 0.0
+
+
+cdef void ad_apply(VM* vm, int op, i64* c, i64* mem, i64* fpm, i64* pa, i64 pc) noexcept nogil:
+    """ad_rule with the instruction's cell operands resolved in the current frame."""
+    cdef int n = NCELL[op]
+    cdef i64* p1 = opnd(vm, c[1], mem, fpm, pa)
+    cdef i64* p2 = p1
+    cdef i64* p3 = p1
+    if n > 1:
+        p2 = opnd(vm, c[2], mem, fpm, pa)
+        if n > 2:
+            p3 = opnd(vm, c[3], mem, fpm, pa)
+    ad_rule(vm, op, c, p1, p2, p3, mem, pc)
 
 
 cdef void ad_frame(VM* vm, i64 fp, i64 fs) noexcept nogil:
@@ -527,12 +546,6 @@ cdef void ad_frame(VM* vm, i64 fp, i64 fs) noexcept nogil:
     memset(vm.tan + fp, 0, fs * sizeof(double))
     memset(vm.adj + fp, 0, fs * sizeof(double))
     memset(vm.adjt + fp, 0, fs * sizeof(double))
-
-
-# number of cell operands of each opcode (they come first in the row: slots 1..NCELL)
-cdef int NCELL[N_OPCODES]
-for _op in OPS:
-    NCELL[_op.code] = sum(1 for k in _op.operands if k in ("y", "a"))
 
 
 # ---- loop kernels: a simple loop runs without the dispatch loop (docs/machine.md) --------------
@@ -582,6 +595,24 @@ cdef enum:
     _K_DECLINED = 2       # operands alias at run time: the dispatch loop runs it instead
 
 
+cdef void x_operand(VM* vm, i64 w, i64* mem, i64* fpm, i64* pa, i64** base, i64* length,
+                    i64** idxcell) noexcept nogil:
+    """The array base, length and index cell of the indexed operand word w in this frame (as
+    opnd_slow finds them; fixed while a loop kernel runs)."""
+    cdef i64 q = w >> 3, bw = vm.xt_base[q], bp = bw >> 3, n = vm.xt_len[q]
+    cdef i64* pl = vm.pt_len + (pa - vm.pt_addr)
+    if (bw & 7) == MODE_G:
+        base[0] = mem + bp
+    elif (bw & 7) == MODE_L:
+        base[0] = fpm + bp
+    else:
+        base[0] = mem + pa[bp]
+        if n < 0 or n > pl[bp]:
+            n = pl[bp]
+    length[0] = n
+    idxcell[0] = index_cell(vm, w, mem, fpm, pa)
+
+
 cdef inline bint kernel_alias(int op, i64* y, i64* a, i64* b) noexcept nogil:
     """The operand aliasing the dispatch loop traps on, for a kernel op: a source that is the
     target (swap may swap a cell with itself), or rot's second target being the first or the
@@ -605,6 +636,16 @@ cdef int run_kernel(VM* vm, i64 k, i64* code, int e, i64* mem, i64* fpm, i64* pa
     cdef int ops[KMAX]
     cdef i64 imm[KMAX]
     cdef bint dyn[KMAX]           # the row has an indexed (X) operand: resolved per iteration
+    # per row and operand slot: the cell (direct operands), or for an indexed operand its
+    # array base, length and index cell, fixed while the loop runs (see x_operand)
+    cdef i64* sp[KMAX * 3]
+    cdef i64* xbase[KMAX * 3]
+    cdef i64 xlen[KMAX * 3]
+    cdef i64* xidx[KMAX * 3]
+    cdef i64 xtab[KMAX * 3]
+    cdef bint isx[KMAX * 3]
+    cdef i64* p3[3]
+    cdef int s3, t3, bad, nc, ym
     cdef i64 w
     cdef i64 vx, vy
     cdef i64* c
@@ -626,6 +667,15 @@ cdef int run_kernel(VM* vm, i64 k, i64* code, int e, i64* mem, i64* fpm, i64* pa
         imm[r] = c[2]
         dyn[r] = vm.xflag[rows[r]] != 0
         if dyn[r]:
+            for s3 in range(NCELL[ops[r]]):
+                w = c[1 + s3]
+                isx[r * 3 + s3] = (w & 7) == MODE_X
+                if isx[r * 3 + s3]:
+                    xtab[r * 3 + s3] = w >> 3
+                    x_operand(vm, w, mem, fpm, pa, &xbase[r * 3 + s3], &xlen[r * 3 + s3],
+                              &xidx[r * 3 + s3])
+                else:
+                    sp[r * 3 + s3] = opnd(vm, w, mem, fpm, pa)
             continue
         ys[r] = opnd(vm, c[1], mem, fpm, pa)
         as_[r] = bs[r] = ys[r]
@@ -654,19 +704,47 @@ cdef int run_kernel(VM* vm, i64 k, i64* code, int e, i64* mem, i64* fpm, i64* pa
         for r in range(L):
             op = ops[r]
             if dyn[r]:
-                # as the dispatch loop does it: index aliasing, bounds, then operand aliasing
-                c = code + rows[r] * 6
-                tc = check_index_alias(vm, c, op, mem, fpm, pa)
+                # as the dispatch loop does it: the index-alias check (when the targets
+                # resolve), the bounds (vm.tv from the last operand out of bounds), aliasing
+                nc = NCELL[op]
+                bad = 0
+                tc = 0
+                for s3 in range(nc):
+                    if isx[r * 3 + s3]:
+                        v = xidx[r * 3 + s3][0]
+                        if <u64>v >= <u64>xlen[r * 3 + s3]:
+                            p3[s3] = NULL
+                            vm.tv[0] = xtab[r * 3 + s3]
+                            vm.tv[1] = v
+                            vm.tv[2] = xlen[r * 3 + s3]
+                            vm.tv[3] = 0
+                            bad = 1
+                        else:
+                            p3[s3] = xbase[r * 3 + s3] + v
+                    else:
+                        p3[s3] = sp[r * 3 + s3]
+                ym = OP_YMASK[op]
+                if not (((ym & 2) and p3[0] == NULL) or ((ym & 4) and p3[1] == NULL)):
+                    for s3 in range(nc):
+                        if tc == 0 and isx[r * 3 + s3]:
+                            for t3 in range(2):
+                                if (ym & (2 << t3)) and p3[t3] == xidx[r * 3 + s3]:
+                                    vm.tv[0] = s3 + 1
+                                    vm.tv[1] = xidx[r * 3 + s3] - mem
+                                    vm.tv[2] = 0
+                                    vm.tv[3] = _IDX_ALIAS
+                                    tc = _T_ALIAS
+                                    break
+                if tc == 0 and bad:
+                    tc = _T_BOUNDS
                 if tc == 0:
-                    ys[r] = opnd(vm, c[1], mem, fpm, pa)
-                    as_[r] = bs[r] = ys[r]
-                    if NCELL[op] > 1:
-                        as_[r] = opnd(vm, c[2], mem, fpm, pa)
-                        if NCELL[op] > 2:
-                            bs[r] = opnd(vm, c[3], mem, fpm, pa)
-                    if ys[r] == NULL or as_[r] == NULL or bs[r] == NULL:
-                        tc = _T_BOUNDS
-                    elif kernel_alias(op, ys[r], as_[r], bs[r]):
+                    ys[r] = p3[0]
+                    as_[r] = bs[r] = p3[0]
+                    if nc > 1:
+                        as_[r] = p3[1]
+                        if nc > 2:
+                            bs[r] = p3[2]
+                    if kernel_alias(op, ys[r], as_[r], bs[r]):
                         tc = _T_ALIAS
                 if tc:
                     left[0] = lft - r
@@ -734,7 +812,7 @@ cdef int run_kernel(VM* vm, i64 k, i64* code, int e, i64* mem, i64* fpm, i64* pa
                 elif AD_PF[op] == PF_ONE and ad == _AD_TAN:
                     Tn[ys[r] - mem] += AD_SIGN[op] * Tn[as_[r] - mem]
                 else:
-                    ad_apply(vm, op, code + rows[r] * 6, mem, fpm, pa, rows[r])
+                    ad_rule(vm, op, code + rows[r] * 6, ys[r], as_[r], bs[r], mem, rows[r])
         lft -= L
         # the back edge: fall out of the loop, or the paired join's come-from check
         if (jcc & 15) != 0 and not rvm_compare(jcc, ja[0], jb[0]):
