@@ -242,6 +242,7 @@ class Machine:
         self.trace_handler: Callable[[TraceEvent], None] = trace or print_trace
         self.core = _core.Core(program, stack_cells=stack_cells, frame_cells=frame_cells,
                                max_depth=max_depth)
+        self._default_words: tuple[np.ndarray, np.ndarray] | None = None
         self._symbols: dict[str, tuple[NumType, int, int | None, bool]] = {}
         for c in program.consts:
             self._symbols[c.name] = (c.type, c.addr, c.length, False)
@@ -269,11 +270,24 @@ class Machine:
             raise UnknownName(f"no global named {', '.join(map(repr, unknown))} "
                               f"(the globals are: {names})")
         mem = self.core.mem
-        for g in self.program.globals:
-            if g.name in values:
-                self.write(g.name, values[g.name])
-            elif defaults and g.is_input and g.default is not None:
-                mem[g.addr:g.addr + g.size] = np.asarray(g.default, dtype=np.int64)
+        if defaults:
+            # every input default in one store (a gradient loop resets per call), then the
+            # given values over them
+            addrs, words = self._defaults()
+            mem[addrs] = words
+        for name, value in values.items():
+            self.write(name, value)
+
+    def _defaults(self) -> tuple[np.ndarray, np.ndarray]:
+        """Addresses and words of the inputs' default values (computed once)."""
+        if self._default_words is None:
+            addrs, words = [], []
+            for g in self.program.globals:
+                if g.is_input and g.default is not None:
+                    addrs.extend(range(g.addr, g.addr + g.size))
+                    words.extend(np.atleast_1d(np.asarray(g.default, dtype=np.int64)).tolist())
+            self._default_words = (np.array(addrs, dtype=np.intp), np.array(words, dtype=np.int64))
+        return self._default_words
 
     # ---- running -----------------------------------------------------------------------
 

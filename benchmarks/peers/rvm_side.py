@@ -40,9 +40,10 @@ def impl(prog: Any, inputs: dict[str, Any], of: str, wrt: list[str],
             note = "rvm gradient: rvm.hessian not available"
         else:
             name = wrt[0]
+            hm = rvm.Machine(prog)          # reused, as grad_fn reuses its machine
 
             def grad() -> dict[str, Any]:
-                h = rvm.hessian(prog, of=of, wrt=wrt, inputs=inputs)
+                h = rvm.hessian(prog, of=of, wrt=wrt, inputs=inputs, machine=hm)
                 return {name: float(h.reshape(-1)[0])}
     else:
         f = rvm.grad_fn(prog, of=of, wrt=wrt)
