@@ -505,11 +505,18 @@ static inline int rvm_rot_fixed(rvm_i64 *px, rvm_i64 *py, rvm_i64 theta, int F, 
 }
 
 /* arith.rot_float; cos/sin of an infinite angle is a domain error (math.cos raises there) */
-static inline int rvm_rot_float(rvm_i64 *px, rvm_i64 *py, rvm_i64 theta, int inverse)
+/* cs (may be NULL) receives cos and sin of theta, which the AD rule of the same rotation
+ * reuses instead of computing them again. */
+static inline int rvm_rot_float(rvm_i64 *px, rvm_i64 *py, rvm_i64 theta, int inverse,
+                                double *cs)
 {
     double th = rvm_w2f(theta), c = cos(th), s = sin(th);
     if ((isnan(c) || isnan(s)) && !isnan(th))
         return AK_DOMAIN;
+    if (cs) {
+        cs[0] = c;
+        cs[1] = s;
+    }
     if (inverse)
         s = -s;
     double xf = rvm_w2f(*px), yf = rvm_w2f(*py);

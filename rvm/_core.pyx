@@ -46,7 +46,7 @@ cdef extern from "_arith.h" nogil:
     int rvm_float_add(i64 y, double d, int sign, i64* out)
     int rvm_convert(int dst, int src, i64 x, int F, i64* out)
     int rvm_rot_fixed(i64* x, i64* y, i64 theta, int F, int inverse)
-    int rvm_rot_float(i64* x, i64* y, i64 theta, int inverse)
+    int rvm_rot_float(i64* x, i64* y, i64 theta, int inverse, double* cs)
     int rvm_compare(i64 cc, i64 a, i64 b)
     bint RVM_LIKELY(bint cond)
 
@@ -220,6 +220,8 @@ cdef struct VM:
     i64 ev_release_pc
     i64 ev_nonfinite      # a derivative became inf or nan
     i64 ev_nonfinite_pc
+    i64 rot_w             # the angle word of the last float rotation, with its cos and sin
+    double rot_cs[2]
     # statistics since reset
     i64 steps
     i64 peak_sp
@@ -475,8 +477,12 @@ cdef void ad_rule(VM* vm, int op, i64* c, i64* p1, i64* p2, i64* p3, i64* mem, i
         ia = p2 - mem
         ib = p3 - mem
         th = real_of(mem[ib], ty, vm.F)
-        cs = cos(s * th)
-        sn = sin(s * th)
+        if ty == TY_FLOAT and mem[ib] == vm.rot_w:
+            cs = vm.rot_cs[0]                  # the rotation just computed them
+            sn = s * vm.rot_cs[1]
+        else:
+            cs = cos(th)
+            sn = s * sin(th)
         xa = real_of(mem[iy], ty, vm.F)
         ya = real_of(mem[ia], ty, vm.F)
         txb = T[iy] if tan_on else 0.0
@@ -783,7 +789,9 @@ cdef int run_kernel(VM* vm, i64 k, i64* code, int e, i64* mem, i64* fpm, i64* pa
                 if op == OP_ROT_X or op == OP_IROT_X:
                     tc = rvm_rot_fixed(&vx, &vy, bs[r][0], F, op == OP_IROT_X)
                 else:
-                    tc = rvm_rot_float(&vx, &vy, bs[r][0], op == OP_IROT_F)
+                    tc = rvm_rot_float(&vx, &vy, bs[r][0], op == OP_IROT_F, vm.rot_cs)
+                    if tc == 0:
+                        vm.rot_w = bs[r][0]
                 if tc:
                     left[0] = lft - r
                     pc_out[0] = rows[r]
@@ -1308,7 +1316,9 @@ cdef int vm_run(VM* vm, i64 budget, i64* executed, Variant* variant) noexcept no
             if op == OP_ROT_X or op == OP_IROT_X:
                 tc = ak_trap(rvm_rot_fixed(&v, &r, a[0], vm.F, op == OP_IROT_X))
             else:
-                tc = ak_trap(rvm_rot_float(&v, &r, a[0], op == OP_IROT_F))
+                tc = ak_trap(rvm_rot_float(&v, &r, a[0], op == OP_IROT_F, vm.rot_cs))
+                if tc == 0:
+                    vm.rot_w = a[0]
             if tc:
                 break
             y[0] = v
@@ -1826,6 +1836,7 @@ cdef class Core:
         if problems:
             raise InvalidBytecode("the program cannot run", problems)
         memset(&self.vm, 0, sizeof(VM))
+        self.vm.rot_cs[0] = 1.0             # cos and sin of the angle word 0
         self._keep = []
         self.static_image = np.ascontiguousarray(program.static_image(), dtype=np.int64)
         self.mem = np.zeros(n_static + frame_cells, dtype=np.int64)
