@@ -304,7 +304,8 @@ def _source_excerpt(location: tuple[str, int, int] | None) -> str:
 
 # ---- entry -----------------------------------------------------------------------------
 
-def _positive(text: str) -> int:
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1 (the tool verbs use it too)."""
     try:
         n = int(text)
     except ValueError:
@@ -347,8 +348,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--raw", action="store_true",
                    help="print values as raw 64-bit words $0x... (exact for every type; "
                         "values given as $0x... are always taken raw)")
-    s.add_argument("--max-steps", type=_positive, metavar="N", help="stop with exit 4 after N steps")
-    s.add_argument("--stack-cells", type=_positive, metavar="N", help="value stack size in cells")
+    s.add_argument("--max-steps", type=positive_int, metavar="N", help="stop with exit 4 after N steps")
+    s.add_argument("--stack-cells", type=positive_int, metavar="N", help="value stack size in cells")
     s.set_defaults(func=cmd_run)
 
     s = sub.add_parser("asm", help="assemble .rasm into .rbc bytecode")

@@ -14,6 +14,8 @@ import os
 import sys
 from typing import IO, Any, Iterable
 
+from rvm.cli import positive_int
+
 from .commands import Debugger, Quit
 from .engine import Session
 from .view import Out
@@ -51,21 +53,11 @@ def register(sub: Any) -> None:
                    help="run a command first (repeatable; after -x)")
     s.add_argument("--batch", action="store_true",
                    help="exit after the -x/-e commands; stop at the first that fails (exit 1)")
-    s.add_argument("--limit", type=_positive, metavar="N",
+    s.add_argument("--limit", type=positive_int, metavar="N",
                    help="no command runs more than N steps (Ctrl-C also interrupts)")
     s.add_argument("--color", choices=("auto", "always", "never"), default="auto",
                    help="colour and highlighting (auto: only on a terminal and without --batch)")
     s.set_defaults(func=cmd_debug)
-
-
-def _positive(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        n = 0
-    if n <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return n
 
 
 def _tty(f: IO[str]) -> bool:

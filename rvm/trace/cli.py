@@ -13,6 +13,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
+from rvm.cli import positive_int
+
 from . import strategies as S
 from .knill import min_budget
 from .report import Report, machine_report, model_report, print_reports, sweep_schedules, to_json
@@ -50,36 +52,26 @@ def register(sub: Any) -> None:
                                                "cost model alone")
     s.add_argument("values", nargs="*", metavar="NAME=VALUE",
                    help="initial state or parameter values")
-    s.add_argument("--steps", "-n", type=_positive, required=True, metavar="N",
+    s.add_argument("--steps", "-n", type=positive_int, required=True, metavar="N",
                    help="number of steps N")
     s.add_argument("--strategy", "-s", choices=list(S.STRATEGIES), help="the schedule")
-    s.add_argument("--k", type=_positive, metavar="K", help="Bennett 1989: segments per level")
+    s.add_argument("--k", type=positive_int, metavar="K", help="Bennett 1989: segments per level")
     s.add_argument("--levels", type=_natural, metavar="L", help="Bennett 1989: levels")
-    s.add_argument("--budget", type=_positive, metavar="S", help="Knill: pebble budget")
-    s.add_argument("--period", type=_positive, metavar="P", help="periodic: steps between "
+    s.add_argument("--budget", type=positive_int, metavar="S", help="Knill: pebble budget")
+    s.add_argument("--period", type=positive_int, metavar="P", help="periodic: steps between "
                                                                   "checkpoints")
-    s.add_argument("--checkpoints", type=_positive, metavar="C", help="Revolve: checkpoints")
+    s.add_argument("--checkpoints", type=positive_int, metavar="C", help="Revolve: checkpoints")
     s.add_argument("--sweep", action="store_true",
                    help="every strategy (with --budget: Knill and Revolve at that budget)")
     s.add_argument("--model", action="store_true", help="cost model only, even with a program")
     s.add_argument("--json", action="store_true", help="print JSON")
     s.add_argument("--plots", metavar="DIR", help="write trace_frontier.png, trace_pebbles.png "
                                                   "and trace_live.png into DIR")
-    s.add_argument("--max-moves", type=_positive, default=5_000_000, metavar="M",
+    s.add_argument("--max-moves", type=positive_int, default=5_000_000, metavar="M",
                    help="run schedules of at most M moves on the machine; longer ones are "
                         "priced by the model (default 5000000)")
     s.add_argument("--no-progress", action="store_true", help="no progress bar")
     s.set_defaults(func=cmd_trace)
-
-
-def _positive(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        n = 0
-    if n <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return n
 
 
 def _natural(text: str) -> int:
