@@ -119,9 +119,10 @@ def encode_array(t: NumType, values: Sequence[Any] | np.ndarray, F: int,
                  length: int | None = None) -> np.ndarray:
     """int64 words of `values` (a sequence or numpy array); `length` is checked if given."""
     arr = np.asarray(values)
-    if not isinstance(values, np.ndarray) and arr.dtype.kind == "f" and \
+    if t != FLOAT and not isinstance(values, np.ndarray) and arr.dtype.kind == "f" and \
             any(isinstance(v, int) and not isinstance(v, bool) for v in values):
-        arr = np.asarray(values, dtype=object)     # keep big Python ints exact
+        arr = np.asarray(values, dtype=object)     # keep big Python ints exact (a float cell
+                                                   # rounds them either way)
     if arr.ndim != 1:
         raise ValueEncodingError(f"an array of {t.name_} must be one-dimensional, "
                                  f"got shape {arr.shape}")

@@ -125,3 +125,11 @@ def test_big_python_ints_in_mixed_lists_stay_exact():
     assert list(m.read_raw("ai")) == [2**53 + 1, 2] and list(m.read_raw("ax")) == [2**53 + 1, 2]
     m.reset({"ai": [2**63 - 1, 0.0]})
     assert list(m.read_raw("ai")) == [2**63 - 1, 0]
+
+
+def test_a_float_array_rounds_python_ints_like_a_float_cell():
+    p = rvm.assemble("inout af: float[3]\ninout f: float\nfunc main() {\n}\n")
+    m = rvm.Machine(p)
+    m.reset({"af": [2**53 + 1, 0.5, 2**64 + 3], "f": 2**53 + 1})
+    assert list(m.read("af")) == [float(2**53 + 1), 0.5, float(2**64 + 3)]
+    assert m.read_raw("af")[0] == m.read_raw("f")
