@@ -22,11 +22,13 @@ from typing import Any, Sequence
 import numpy as np
 
 EXIT_OK, EXIT_PROGRAM, EXIT_USAGE, EXIT_TRAP, EXIT_STEP_LIMIT, EXIT_INTERRUPT = 0, 1, 2, 3, 4, 130
+# 5 (EXIT_DERIVATIVE) belongs to rvm grad: rvm/ad/cli.py
 
 EPILOG = """\
 exit status:
   0 success, 1 program error (assembly diagnostics, invalid .rbc, unreadable file),
-  2 usage error, 3 the run trapped, 4 step limit reached, 130 interrupted.
+  2 usage error, 3 the run trapped, 4 step limit reached, 5 rvm grad: a derivative is not
+  finite or --check fd failed, 130 interrupted.  Each verb's --help says what it returns.
 
 examples:
   rvm run programs/rfib.rasm n=10            # prints out = 55
