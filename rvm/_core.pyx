@@ -534,6 +534,21 @@ cdef void ad_rule(VM* vm, int op, i64* c, i64* p1, i64* p2, i64* p3, i64* mem, i
         T[iy] = 0.0; A[iy] = 0.0; AT[iy] = 0.0
 
 
+cdef inline bint ad_inline(int op, i64* y, i64* a, i64* mem, int ad, bint backward,
+                          double* A, double* T) noexcept nogil:
+    """The commonest rule, y += a, without a call: in the adjoint sweep abar -= s * ybar, in
+    tangent mode y' += s * a'.  Returns 0 when ad_rule must run instead."""
+    if AD_PF[op] != PF_ONE:
+        return 0
+    if ad == _AD_ADJ and backward:
+        A[a - mem] -= AD_SIGN[op] * A[y - mem]
+        return 1
+    if ad == _AD_TAN:
+        T[y - mem] += AD_SIGN[op] * T[a - mem]
+        return 1
+    return 0
+
+
 cdef void ad_apply(VM* vm, int op, i64* c, i64* mem, i64* fpm, i64* pa, i64 pc) noexcept nogil:
     """ad_rule with the instruction's cell operands resolved in the current frame."""
     cdef int n = NCELL[op]
@@ -814,13 +829,8 @@ cdef int run_kernel(VM* vm, i64 k, i64* code, int e, i64* mem, i64* fpm, i64* pa
                     op_out[0] = op
                     return ak_trap(tc)
                 ys[r][0] = v
-            if ad and AD_KIND[op]:
-                if AD_PF[op] == PF_ONE and ad == _AD_ADJ and backward:
-                    A[as_[r] - mem] -= AD_SIGN[op] * A[ys[r] - mem]
-                elif AD_PF[op] == PF_ONE and ad == _AD_TAN:
-                    Tn[ys[r] - mem] += AD_SIGN[op] * Tn[as_[r] - mem]
-                else:
-                    ad_rule(vm, op, code + rows[r] * 6, ys[r], as_[r], bs[r], mem, rows[r])
+            if ad and AD_KIND[op] and not ad_inline(op, ys[r], as_[r], mem, ad, backward, A, Tn):
+                ad_rule(vm, op, code + rows[r] * 6, ys[r], as_[r], bs[r], mem, rows[r])
         lft -= L
         # the back edge: fall out of the loop, or the paired join's come-from check
         if (jcc & 15) != 0 and not rvm_compare(jcc, ja[0], jb[0]):
@@ -1578,16 +1588,9 @@ cdef int vm_run(VM* vm, i64 budget, i64* executed, Variant* variant) noexcept no
             break
         left -= 1
         if Variant is Instrumented:
-            if ad and AD_KIND[op]:
-                if AD_PF[op] == PF_ONE and ad == _AD_ADJ and vm.D < 0:
-                    # the commonest rule, y += a, in the adjoint sweep: abar -= s * ybar, and
-                    # in tangent mode: y' += s * a' (y and a are the cells the instruction
-                    # just used; see ad_apply)
-                    adj[a - mem] -= AD_SIGN[op] * adj[y - mem]
-                elif AD_PF[op] == PF_ONE and ad == _AD_TAN:
-                    tan[y - mem] += AD_SIGN[op] * tan[a - mem]
-                else:
-                    ad_apply(vm, op, c, mem, fpm, pa, here)
+            # y and a are the cells the instruction just used when its rule is y += a
+            if ad and AD_KIND[op] and not ad_inline(op, y, a, mem, ad, vm.D < 0, adj, tan):
+                ad_apply(vm, op, c, mem, fpm, pa, here)
             if n_watch:
                 for i in range(n_watch):
                     if mem[vm.watch_addr[i]] != vm.watch_val[i]:
