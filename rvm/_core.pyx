@@ -11,7 +11,7 @@ Constructing a Core checks the Program for everything the loop relies on to stay
 buffers (operand words, side-table indices, jump targets, constant cells never written), so no
 Program can crash the interpreter.  What still goes wrong at run time is a BytecodeTrap.
 """
-from libc.stdint cimport int64_t, uint64_t, uint8_t
+from libc.stdint cimport int64_t, uint64_t, uint8_t, INT64_MIN, INT64_MAX, UINT64_MAX
 from libc.string cimport memset, memcpy
 
 import numpy as np
@@ -48,6 +48,7 @@ cdef extern from "_arith.h" nogil:
     int rvm_rot_fixed(i64* x, i64* y, i64 theta, int F, int inverse)
     int rvm_rot_float(i64* x, i64* y, i64 theta, int inverse, double* cs)
     int rvm_compare(i64 cc, i64 a, i64 b)
+    const unsigned char RVM_CMP_MASK[8]
     bint RVM_LIKELY(bint cond)
 
 cdef extern from "_deriv.h" nogil:
@@ -205,6 +206,7 @@ cdef struct VM:
     i64* k_join
     i64* k_jmp
     i64* k_rows
+    i64* k_shape          # run_reduce's counter row of the kernel, or -1
     int use_kernels
     # automatic differentiation (docs/ad.md): mode bits, dual arrays parallel to mem and to
     # the value stack (NULL until set_ad), and the events the rules noticed
@@ -645,6 +647,335 @@ cdef inline bint kernel_alias(int op, i64* y, i64* a, i64* b) noexcept nogil:
     return (NCELL[op] > 1 and y == a) or (NCELL[op] > 2 and y == b)
 
 
+# A two-row body of one update `y op= f(sources)` and one counter step `i += d`, with the loop's
+# conditions reading only i and cells the body does not write (a sum, a dot product, T1's
+# accumulate), runs with y and i held in registers: one update, one add and two compares per
+# iteration.  The arithmetic and its order are those of the dispatch loop, so the results
+# are bit-identical; a body whose cells alias at run time goes to the general kernel.
+_REDUCE_UPDATES = frozenset(OPS[i].code for i in range(len(OPS)) if OPS[i].name in (
+    "add.i", "add.x", "add.f", "sub.i", "sub.x", "sub.f", "addi.i", "addi.x", "addi.f",
+    "subi.i", "subi.x", "subi.f", "addmul.i", "addmul.x", "addmul.f",
+    "submul.i", "submul.x", "submul.f"))
+_COUNTERS = frozenset(OPS[i].code for i in range(len(OPS))
+                      if OPS[i].name in ("inc.i", "dec.i", "addi.i", "subi.i"))
+
+
+def _reduce_shape(code, rows) -> int:
+    """The body's counter row (0 or 1) when run_reduce can run the loop, else -1."""
+    if len(rows) != 2:
+        return -1
+    for ci in (0, 1):
+        cr, ur = code[rows[ci]], code[rows[1 - ci]]
+        if int(cr[0]) in _COUNTERS and int(ur[0]) in _REDUCE_UPDATES \
+                and (int(cr[1]) & 7) != MODE_X and (int(ur[1]) & 7) != MODE_X:
+            return ci
+    return -1
+
+
+cdef bint counter_cond(i64 cc, bint a_cnt, bint b_cnt, i64 a, i64 b, i64* lo, u64* span,
+                       bint* neg) noexcept nogil:
+    """An int condition `a REL b` of a loop, where a and/or b may be the counter and the other
+    operand is fixed, as a test of the counter: true iff (u64)(cnt - lo) <= span, xor neg
+    (in what follows `a` is the fixed operand).
+    Returns 0 when the condition is not on int words (run_reduce then declines)."""
+    cdef int m, t = <int>((cc >> 4) & 3)
+    lo[0] = INT64_MIN
+    span[0] = UINT64_MAX
+    neg[0] = 0
+    if (cc & 15) == 0:
+        return 1
+    if not a_cnt and not b_cnt:
+        neg[0] = not rvm_compare(cc, a, b)
+        return 1
+    if t != TY_INT and t != TY_FIXED:
+        return 0
+    m = RVM_CMP_MASK[cc & 7]
+    if a_cnt and b_cnt:                   # cnt REL cnt: always ==
+        neg[0] = not (m & 2)
+        return 1
+    if b_cnt:                             # v REL cnt is cnt REL' v: swap < and >
+        m = (m & 2) | ((m & 1) << 2) | ((m >> 2) & 1)
+    else:                                 # cnt REL v
+        a = b
+    m &= 7
+    if m == 7 or m == 0:
+        neg[0] = m == 0
+    elif m == 2 or m == 5:                # == and !=
+        lo[0] = a
+        span[0] = 0
+        neg[0] = m == 5
+    elif m == 1 or m == 3:                # < and <=: [MIN, a - 1] or [MIN, a]
+        if m == 1 and a == INT64_MIN:
+            neg[0] = 1
+        else:
+            span[0] = <u64>a - <u64>INT64_MIN - (m == 1)
+    else:                                 # > and >=: [a + 1, MAX] or [a, MAX]
+        if m == 4 and a == INT64_MAX:
+            neg[0] = 1
+        else:
+            lo[0] = <i64>(<u64>a + (m == 4))
+            span[0] = <u64>INT64_MAX - <u64>lo[0]
+    return 1
+
+
+cdef inline bint _inside(i64* p, i64* base, i64 n) noexcept nogil:
+    return base <= p < base + n
+
+
+cdef struct ReduceLoop:
+    # the state run_reduce's tight loops carry in registers
+    i64 cnt
+    i64 delta
+    i64 lft
+    i64 jlo
+    i64 tlo
+    u64 jspan
+    u64 tspan
+    bint jneg
+    bint tneg
+
+
+cdef int reduce_float(ReduceLoop* L, double* acc, double d, double* ga, double gy) noexcept nogil:
+    """acc += d (d signed) every iteration, ga -= gy (an adjoint in a register; dropped when
+    unused): the float update with a loop-invariant increment.  Returns run_reduce's code."""
+    cdef double a = acc[0], g = ga[0], r
+    cdef i64 cnt = L.cnt, lft = L.lft
+    cdef int tc = -_K_BUDGET
+    while lft >= 4:
+        r = a + d
+        if not isfinite(r):
+            tc = ak_trap(AK_RANGE)
+            break
+        a = r
+        g -= gy
+        cnt = <i64>(<u64>cnt + <u64>L.delta)
+        lft -= 2
+        if (<u64>(cnt - L.jlo) <= L.jspan) == L.jneg:
+            tc = -_K_EXIT
+            break
+        if (<u64>(cnt - L.tlo) <= L.tspan) == L.tneg:
+            tc = _T_COMEFROM
+            break
+        lft -= 2
+    acc[0] = a
+    ga[0] = g
+    L.cnt = cnt
+    L.lft = lft
+    return tc
+
+
+cdef int reduce_int(ReduceLoop* L, i64* acc, i64 d) noexcept nogil:
+    """acc += d (wrapping) every iteration: the int or fixed update with a loop-invariant
+    increment."""
+    cdef i64 a = acc[0], cnt = L.cnt, lft = L.lft
+    cdef int tc = -_K_BUDGET
+    while lft >= 4:
+        a = <i64>(<u64>a + <u64>d)
+        cnt = <i64>(<u64>cnt + <u64>L.delta)
+        lft -= 2
+        if (<u64>(cnt - L.jlo) <= L.jspan) == L.jneg:
+            tc = -_K_EXIT
+            break
+        if (<u64>(cnt - L.tlo) <= L.tspan) == L.tneg:
+            tc = _T_COMEFROM
+            break
+        lft -= 2
+    acc[0] = a
+    L.cnt = cnt
+    L.lft = lft
+    return tc
+
+
+cdef int run_reduce(VM* vm, i64 k, i64* code, int e, i64* mem, i64* fpm, i64* pa, i64* left,
+                    i64* pc_out, int* op_out, int ad) noexcept nogil:
+    """run_kernel for a counted update (see _reduce_shape); -_K_DECLINED when the cells alias
+    at run time."""
+    cdef i64 J = vm.k_jmp[k], T = vm.k_join[k]
+    cdef i64* rows = vm.k_rows + k * KMAX
+    cdef int ci = <int>vm.k_shape[k]
+    cdef i64 urow = rows[1 - ci], crow = rows[ci]
+    cdef i64* cu = code + urow * 6
+    cdef i64* cc = code + crow * 6
+    cdef int op = <int>cu[0], cop = <int>cc[0], ty = OP_TYPE[op], F = vm.F
+    cdef int nsrc = NCELL[op] - 1, s, sg = 1, pf = AD_PF[op]
+    cdef bint isf = ty == TY_FLOAT, mul = nsrc == 2, inv = 1, backward = vm.D < 0
+    cdef bint reg_adj = 0
+    cdef i64* yp = opnd(vm, cu[1], mem, fpm, pa)
+    cdef i64* ip = opnd(vm, cc[1], mem, fpm, pa)
+    cdef i64* sp[2]
+    cdef i64* xb[2]
+    cdef i64 xl[2]
+    cdef i64 xq[2]
+    cdef bint isx[2]
+    cdef i64* xi
+    cdef i64* cp[4]
+    cdef i64 jlo, tlo
+    cdef u64 jspan, tspan
+    cdef bint jneg, tneg
+    cdef i64 jcc, tcc, delta, cnt, acc, di = 0, av, bv, w
+    cdef double accf, df = 0.0, gy = 0.0, ga = 0.0, r
+    cdef double* A = vm.adj
+    cdef double* Tn = vm.tan
+    cdef i64 lft = left[0]
+    cdef int tc
+    cdef ReduceLoop RL
+    if op == OP_SUB_I or op == OP_SUB_X or op == OP_SUB_F or op == OP_SUBI_I \
+            or op == OP_SUBI_X or op == OP_SUBI_F or op == OP_SUBMUL_I \
+            or op == OP_SUBMUL_X or op == OP_SUBMUL_F:
+        sg = -1
+    delta = 1 if cop == OP_INC_I else -1 if cop == OP_DEC_I else \
+        cc[2] if cop == OP_ADDI_I else <i64>(0 - <u64>cc[2])
+    if yp == ip:
+        return -_K_DECLINED
+    # the sources: a direct cell (read once: the body writes only y and i) or an array cell
+    # indexed by the counter
+    for s in range(nsrc):
+        w = cu[2 + s]
+        isx[s] = (w & 7) == MODE_X
+        sp[s] = yp
+        if isx[s]:
+            xq[s] = w >> 3
+            x_operand(vm, w, mem, fpm, pa, &xb[s], &xl[s], &xi)
+            if xi != ip or _inside(yp, xb[s], xl[s]) or _inside(ip, xb[s], xl[s]):
+                return -_K_DECLINED
+            inv = 0
+        else:
+            sp[s] = opnd(vm, w, mem, fpm, pa)
+            if sp[s] == yp or sp[s] == ip:
+                return -_K_DECLINED
+    # the conditions of the back edge (jmp) and of its join
+    jcc = code[J * 6 + 1]
+    tcc = code[T * 6 + 1]
+    for s in range(4):
+        cp[s] = ip
+        if ((jcc if s < 2 else tcc) & 15) != 0:
+            cp[s] = opnd(vm, code[(J if s < 2 else T) * 6 + 2 + (s & 1)], mem, fpm, pa)
+        if cp[s] == yp:
+            return -_K_DECLINED
+    if not counter_cond(jcc, cp[0] == ip, cp[1] == ip, cp[0][0], cp[1][0], &jlo, &jspan, &jneg) \
+            or not counter_cond(tcc, cp[2] == ip, cp[3] == ip, cp[2][0], cp[3][0], &tlo, &tspan,
+                                &tneg):
+        return -_K_DECLINED
+    # the increment when it is loop-invariant
+    if nsrc == 0:
+        di = cu[2]
+    elif inv:
+        av = sp[0][0]
+        bv = sp[nsrc - 1][0]
+        if isf:
+            df = rvm_w2f(av) * rvm_w2f(bv) if mul else rvm_w2f(av)
+        else:
+            di = rvm_fixed_mul(av, bv, F) if (mul and ty == TY_FIXED) else \
+                <i64>(<u64>av * <u64>bv) if mul else av
+    if isf and nsrc == 0:
+        df = rvm_w2f(di)
+    # the adjoint sweep of y += s*a with a a direct cell: abar -= s*ybar each iteration,
+    # ybar constant (as ad_inline does it, in a register)
+    if ad == _AD_ADJ and backward and AD_KIND[op] and pf == PF_ONE and inv:
+        reg_adj = 1
+        gy = AD_SIGN[op] * A[yp - mem]
+        ga = A[sp[0] - mem]
+    cnt = ip[0]
+    acc = yp[0]
+    accf = rvm_w2f(acc)
+    tc = -_K_BUDGET
+    if inv and (ad == 0 or reg_adj):
+        RL.cnt = cnt
+        RL.delta = delta
+        RL.lft = lft
+        RL.jlo = jlo
+        RL.jspan = jspan
+        RL.jneg = jneg
+        RL.tlo = tlo
+        RL.tspan = tspan
+        RL.tneg = tneg
+        if isf:
+            tc = reduce_float(&RL, &accf, df if sg > 0 else -df, &ga, gy)
+        else:
+            tc = reduce_int(&RL, &acc, di if sg > 0 else <i64>(0 - <u64>di))
+        cnt = RL.cnt
+        lft = RL.lft
+        if tc > 0 and ci == 0:            # the counter ran before the update trapped
+            cnt = <i64>(<u64>cnt + <u64>delta)
+        if tc == -_K_EXIT or tc == _T_COMEFROM:
+            lft -= 1
+    while lft >= 4 and not (inv and (ad == 0 or reg_adj)):
+        if ci == 0:
+            cnt = <i64>(<u64>cnt + <u64>delta)
+        if not inv:
+            # as the dispatch loop: the last operand out of bounds names the trap
+            for s in range(nsrc):
+                if isx[s]:
+                    if <u64>cnt >= <u64>xl[s]:
+                        vm.tv[0] = xq[s]
+                        vm.tv[1] = cnt
+                        vm.tv[2] = xl[s]
+                        vm.tv[3] = 0
+                        tc = _T_BOUNDS
+                    else:
+                        sp[s] = xb[s] + cnt
+            if tc > 0:
+                break
+            av = sp[0][0]
+            bv = sp[nsrc - 1][0]
+            if isf:
+                df = rvm_w2f(av) * rvm_w2f(bv) if mul else rvm_w2f(av)
+            else:
+                di = rvm_fixed_mul(av, bv, F) if (mul and ty == TY_FIXED) else \
+                    <i64>(<u64>av * <u64>bv) if mul else av
+        if isf:
+            r = accf + df if sg > 0 else accf - df
+            if not isfinite(r):
+                tc = ak_trap(AK_RANGE)
+                break
+            accf = r
+        else:
+            acc = <i64>(<u64>acc + <u64>di) if sg > 0 else <i64>(<u64>acc - <u64>di)
+        if ad:
+            if reg_adj:
+                ga -= gy
+            elif AD_KIND[op]:
+                if isf:
+                    yp[0] = rvm_f2w(accf)
+                else:
+                    yp[0] = acc
+                if not ad_inline(op, yp, sp[0], mem, ad, backward, A, Tn):
+                    ad_rule(vm, op, cu, yp, sp[0], sp[1] if nsrc == 2 else yp, mem, urow)
+        if ci == 1:
+            cnt = <i64>(<u64>cnt + <u64>delta)
+        lft -= 2
+        if (<u64>(cnt - jlo) <= jspan) == jneg:
+            lft -= 1
+            tc = -_K_EXIT
+            break
+        if (<u64>(cnt - tlo) <= tspan) == tneg:
+            lft -= 1                      # the jmp ran; the join traps
+            vm.tv[0] = 0
+            vm.tv[1] = 1
+            tc = _T_COMEFROM
+            break
+        lft -= 2
+    ip[0] = cnt
+    yp[0] = rvm_f2w(accf) if isf else acc
+    if reg_adj:
+        A[sp[0] - mem] = ga
+    if tc == -_K_EXIT:
+        left[0] = lft
+        pc_out[0] = J + e
+    elif tc == _T_COMEFROM:
+        left[0] = lft
+        pc_out[0] = T
+        op_out[0] = OP_JOIN
+    elif tc > 0:                          # the update trapped: the counter ran first or not
+        left[0] = lft - (1 - ci)
+        pc_out[0] = urow
+        op_out[0] = op
+    else:
+        left[0] = lft
+        pc_out[0] = T + e
+    return tc
+
+
 cdef int run_kernel(VM* vm, i64 k, i64* code, int e, i64* mem, i64* fpm, i64* pa, i64* left,
                     i64* pc_out, int* op_out, int ad) noexcept nogil:
     """Run whole iterations of kernel k, entered with pc at the body's first row.  Returns a
@@ -682,6 +1013,10 @@ cdef int run_kernel(VM* vm, i64 k, i64* code, int e, i64* mem, i64* fpm, i64* pa
     cdef i64 lft = left[0]
     cdef int F = vm.F
     cdef bint backward = vm.D < 0
+    if vm.k_shape[k] >= 0:
+        tc = run_reduce(vm, k, code, e, mem, fpm, pa, left, pc_out, op_out, ad)
+        if tc != -_K_DECLINED:
+            return tc
     for r in range(L):
         c = code + rows[r] * 6
         ops[r] = <int>c[0]
@@ -1904,6 +2239,7 @@ cdef class Core:
         inv = np.column_stack([np.array(INVERSE, dtype=np.int64)[fwd[:, 0]], fwd[:, 1:]])
         kern = np.full(2 * max(n, 1), -1, dtype=np.int64)
         found = []
+        shape = []
         for d, (code, e) in enumerate(((fwd, 1), (inv, -1))):
             for J in np.nonzero(code[:, 0] == OP_JMP)[0]:
                 J = int(J)
@@ -1915,12 +2251,14 @@ cdef class Core:
                         and _direct_cond(code[J]) and _direct_cond(code[T]):
                     kern[d * n + J] = len(found)
                     found.append((J, T, rows))
+                    shape.append(_reduce_shape(code, rows))
         self._kernels = found
         vm.kern = self._buf(kern)
         vm.k_len = self._buf([len(r) for _, _, r in found])
         vm.k_jmp = self._buf([J for J, _, _ in found])
         vm.k_join = self._buf([T for _, T, _ in found])
         vm.k_rows = self._buf([(r + [0] * KMAX)[:KMAX] for _, _, r in found] or [0])
+        vm.k_shape = self._buf(shape)
 
     def set_kernels(self, bint on) -> None:
         """Run simple loops by their kernels (default) or instruction by instruction."""

@@ -84,6 +84,13 @@ BODIES = [
     "swap p, t\n        p += t * t",
     "xs[k] += f\n        k ^= i",          # the index changes inside the loop
     "k += i\n        xs[0] += xs[1]",
+    # one update and the counter: run_reduce keeps the target and i in registers
+    "p += q[i] * t",                       # fixed, indexed by the counter: a bounds trap at 4
+    "f -= 2.5",
+    "f += xs[i] * xs[i]",
+    "j += n * n",
+    "k -= i",                              # reads the counter: the general kernel
+    "xs[0] += xs[i]",                      # the target inside the source array: aliases at 0
 ]
 
 
@@ -126,3 +133,39 @@ def test_gradients_are_the_same_with_and_without_kernels(name, of, wrt, inputs):
         results.append((d.value, {k: np.asarray(v).tolist() for k, v in d.gradient.items()},
                         None if d.hessian is None else d.hessian.tolist(), d.drift))
     assert results[0] == results[1]
+
+
+DOT = """
+inout n: int = 6
+inout a: float[6] = [1.0, -2.0, 3.5, 0.25, 2.0, -1.5]
+inout b: float[6] = [0.5, 1.5, -1.0, 4.0, 3.0, 2.0]
+inout c: float = 0.75
+inout s: float
+func main() {
+    for i in 0..n {
+        s += a[i] * b[i]
+    }
+    for i in 0..n {
+        s += c
+    }
+}
+"""
+
+
+@pytest.mark.parametrize("wrt", [["a", "b", "c"], ["c"]])
+def test_reduction_gradients_are_the_same_with_and_without_kernels(wrt):
+    prog = rvm.assemble(DOT)
+    assert [len(rows) for _, _, rows in rvm.Machine(prog).core.kernels] == [2, 2, 2, 2]
+    results = []
+    for kernels in (True, False):
+        m = rvm.Machine(prog)
+        m.core.set_kernels(kernels)
+        d = rvm.derivatives(prog, "s", wrt, {}, hessian=len(wrt) == 1, machine=m)
+        results.append((d.value, {k: np.asarray(v).tolist() for k, v in d.gradient.items()},
+                        None if d.hessian is None else d.hessian.tolist()))
+    assert results[0] == results[1]
+    grad = results[0][1]
+    assert grad["c"] == 6.0
+    if "a" in grad:
+        assert grad["a"] == [0.5, 1.5, -1.0, 4.0, 3.0, 2.0]
+        assert grad["b"] == [1.0, -2.0, 3.5, 0.25, 2.0, -1.5]
