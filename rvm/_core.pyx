@@ -13,6 +13,7 @@ Program can crash the interpreter.  What still goes wrong at run time is a Bytec
 """
 from libc.stdint cimport int64_t, uint64_t, uint8_t, INT64_MIN, INT64_MAX, UINT64_MAX
 from libc.string cimport memset, memcpy
+from cpython.exc cimport PyErr_CheckSignals
 
 import numpy as np
 cimport numpy as cnp
@@ -2355,6 +2356,95 @@ cdef class Core:
         if self._duals is None:
             raise RuntimeError("no dual arrays: call set_ad first")
         return self._duals[k]
+
+    def gradient(self, i64 of_addr, dict inputs, dict input_cells, cnp.ndarray def_addrs,
+                 cnp.ndarray def_words, cnp.ndarray wrt_addrs, cnp.ndarray out,
+                 cnp.ndarray words) -> int:
+        """One reverse-mode gradient in one call (rvm.grad_fn's fast path): the start state
+        with the input defaults (def_addrs, def_words) and `inputs` (name -> a Python float or
+        int, stored where input_cells says: name -> (address, is a float cell)), a forward run,
+        the adjoint of of_addr seeded with 1, the adjoint sweep back to the start, and
+        out[k] = the adjoint of cell wrt_addrs[k].  words (3, n) gets the first n globals'
+        words at the start, at the end and back at the start.  Returns 0, or 1 when the
+        general path must run instead (an input it does not store, a trap, a trace, a
+        breakpoint, a non-finite derivative): that path reports it."""
+        cdef VM* vm = &self.vm
+        cdef i64 i, n, executed, used, addr
+        cdef int rc
+        cdef i64* da = _ptr(def_addrs)
+        cdef i64* dw = _ptr(def_words)
+        cdef i64* wa = _ptr(wrt_addrs)
+        cdef double* g = <double*>cnp.PyArray_DATA(out)
+        cdef i64* ws = _ptr(words)
+        cdef i64 nw = words.shape[1]
+        if vm.brk != NULL or vm.n_watch != 0 or nw > vm.n_static:
+            return 1
+        if self._duals is None:
+            self.set_ad(_AD_ADJ)
+        # the start state (reset(False) and clear_duals() without Python objects)
+        used = min(vm.n_static + max(vm.peak_frame, vm.ftop - vm.n_static), vm.n_mem)
+        memset(vm.tan, 0, used * sizeof(double))
+        memset(vm.adj, 0, used * sizeof(double))
+        memset(vm.adjt, 0, used * sizeof(double))
+        n = max(vm.peak_sp, vm.sp) + 1
+        memset(vm.stan, 0, n * sizeof(double))
+        memset(vm.sadj, 0, n * sizeof(double))
+        memset(vm.sadjt, 0, n * sizeof(double))
+        vm.ev_release = vm.ev_nonfinite = 0
+        vm.ev_release_max = 0.0
+        vm.ev_release_pc = vm.ev_nonfinite_pc = -1
+        used = min(vm.n_static + vm.peak_frame, vm.n_mem)
+        memcpy(vm.mem, _ptr(self.static_image), vm.n_static * sizeof(i64))
+        memset(vm.mem + vm.n_static, 0, (used - vm.n_static) * sizeof(i64))
+        vm.ftop = vm.n_static
+        vm.sp = vm.ptop = vm.depth = vm.t = 0
+        vm.came = vm.trace_ack = vm.trap = 0
+        vm.steps = vm.peak_sp = vm.peak_frame = vm.peak_depth = 0
+        vm.status = _S_START
+        vm.D = 1
+        vm.pc = vm.fn_begin[vm.main]
+        vm.ad = 0
+        for i in range(def_addrs.shape[0]):
+            vm.mem[da[i]] = dw[i]
+        for name, v in inputs.items():
+            cell = input_cells.get(name)
+            if cell is None:
+                return 1
+            addr = cell[0]
+            if cell[1]:
+                if type(v) is not float:
+                    return 1
+                vm.mem[addr] = rvm_f2w(<double>v)
+            else:
+                if type(v) is not int or not -(1 << 63) <= v < (1 << 63):
+                    return 1
+                vm.mem[addr] = <i64>v
+        memcpy(ws, vm.mem, nw * sizeof(i64))
+        # forward, then the adjoint sweep back (in slices, so that Ctrl-C can stop a long run)
+        rc = _R_BUDGET
+        while rc == _R_BUDGET:
+            rc = vm_run(vm, 1 << 24, &executed, <Plain*>NULL)
+            PyErr_CheckSignals()
+        if rc != _R_BOUNDARY:
+            return 1
+        self.last_n = vm.steps
+        memcpy(ws + nw, vm.mem, nw * sizeof(i64))
+        vm.ad = _AD_ADJ
+        vm.trace_ack = 0
+        vm.D = -1
+        vm.adj[of_addr] = 1.0
+        rc = _R_BUDGET
+        while rc == _R_BUDGET:
+            rc = vm_run(vm, 1 << 24, &executed, <Instrumented*>NULL)
+            PyErr_CheckSignals()
+        if rc != _R_BOUNDARY:
+            return 1
+        memcpy(ws + 2 * nw, vm.mem, nw * sizeof(i64))
+        for i in range(wrt_addrs.shape[0]):
+            g[i] = vm.adj[wa[i]]
+            if not isfinite(g[i]):
+                return 1
+        return 0
 
     def clear_duals(self) -> None:
         """Zero the duals of the static cells, the frame region and the value stack used

@@ -196,6 +196,59 @@ def test_grad_fn_reuses_one_machine():
     assert f.last.value == 7.0
 
 
+@pytest.mark.parametrize("name, of, wrt, calls", [
+    ("accumulate.rasm", "x", ["x", "one"], [{"n": 3}, {"n": 40, "one": 0.25}, {"x": 2.0}]),
+    ("besselj.rasm", "out", ["z"], [{"z": 3.0}, {"z": 1.5, "nu": 0}, {"z": -2.0, "nterms": 5}]),
+    ("umm.rasm", "loss", ["x", "theta"], [{}, {}]),
+    ("norm.rasm", "res", ["x"], [{}, {}]),
+])
+def test_grad_fn_fast_calls_equal_derivatives(name, of, wrt, calls):
+    """After its first call grad_fn runs forward and back in one core call (Core.gradient):
+    the gradient, value, outputs, drift and steps are those of a full derivatives()."""
+    prog = rvm.assemble(PROGRAMS / name)
+    f = rvm.grad_fn(prog, of=of, wrt=wrt)
+    f(calls[0])
+    kept = []
+    for inputs in calls:
+        g = f(inputs)
+        ref = rvm.derivatives(prog, of, wrt, inputs, check_ancillas=False)
+        assert f._last is None                        # the fast path ran
+        assert {k: np.asarray(v).tolist() for k, v in g.items()} == \
+            {k: np.asarray(v).tolist() for k, v in ref.gradient.items()}
+        last = f.last
+        assert (last.value, last.drift, last.steps) == (ref.value, ref.drift, ref.steps)
+        assert str(last.outputs) == str(ref.outputs)
+        kept.append((g, {k: np.array(v) for k, v in g.items()}))
+    for g, copy in kept:                              # later calls did not overwrite them
+        assert all(np.array_equal(g[k], copy[k]) for k in g)
+
+
+def test_grad_fn_takes_the_general_path_when_it_must():
+    prog = rvm.assemble(PROGRAMS / "umm.rasm")
+    f = rvm.grad_fn(prog, of="loss", wrt="theta")
+    f()
+    x = [0.5, -1.0, 2.0, 0.25]
+    g = f({"x": x})                                   # an array input: the general path
+    assert f._last is not None
+    assert np.array_equal(g["theta"], rvm.grad(prog, of="loss", wrt="theta", inputs={"x": x},
+                                               check_ancillas=False)["theta"])
+    with pytest.raises(rvm.machine.UnknownName):
+        f({"nope": 1.0})
+    root = rvm.assemble("inout x: float = 1.0\noutput y: float\nfunc main() {\n"
+                        "    y += sqrt(x)\n}\n")
+    h = rvm.grad_fn(root, of="y", wrt="x")
+    assert h({"x": 4.0})["x"] == 0.25
+    assert h({"x": 1.0})["x"] == 0.5 and h._last is None
+    with pytest.raises(NonFiniteDerivative, match=r"<string>:4:5"):
+        h({"x": 0.0})
+    with pytest.raises(rvm.errors.DomainError):
+        h({"x": -1.0})
+    f = rvm.grad_fn(ACCUMULATE, of="x", wrt="one")
+    f()
+    with pytest.raises(rvm.errors.StepLimit):
+        rvm.grad_fn(ACCUMULATE, of="x", wrt="one", max_steps=50)({"n": 100})
+
+
 def test_memory_of_the_adjoint_sweep_does_not_grow_with_steps():
     """The dual arrays are the only AD memory: the frame and stack peaks do not depend on n."""
     prog = rvm.assemble(ACCUMULATE)

@@ -29,7 +29,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from isa.derivatives import DIFFERENTIABLE
-from isa.types import TYPE_NAMES
+from isa.types import TYPE_NAMES, NumType
 
 from .. import _core
 from ..api import assemble
@@ -39,7 +39,8 @@ from ..program import Program
 from ..values import decode, decode_array
 
 __all__ = ["Derivatives", "NotDifferentiable", "NonFiniteDerivative", "ReleasedTangentWarning",
-           "ReleasedTangentError", "derivatives", "grad", "jvp", "hessian", "hvp", "grad_fn"]
+           "ReleasedTangentError", "derivatives", "grad", "jvp", "hessian", "hvp", "grad_fn",
+           "GradFn"]
 
 RELEASE_TOLERANCE = 1e-8      # a released tangent above this (inputs' tangents ~ N(0, 1)) counts
 
@@ -327,7 +328,7 @@ def derivatives(program: Program | str | os.PathLike, of: str | None = None,
         g = r.gather(r.core.adjoint)
         r.check_nonfinite(g, "gradient")
         out.gradient = _split(g, r.wrt)
-        out.drift = _drift(r.m, start)
+        out.drift = _drift(prog, r.core.mem, start)
 
     vectors = []
     if hessian:
@@ -351,7 +352,7 @@ def derivatives(program: Program | str | os.PathLike, of: str | None = None,
         columns.append(col)
         if out.gradient is None:
             out.gradient = _split(r.gather(r.core.adjoint), r.wrt)
-            out.drift = _drift(r.m, start)
+            out.drift = _drift(prog, r.core.mem, start)
     if hessian:
         out.hessian = np.column_stack(columns[:r.n]) if r.n else np.zeros((0, 0))
     if direction is not None:
@@ -366,13 +367,14 @@ def decode_global(g, words: np.ndarray, F: int) -> Any:
     return decode_array(g.type, words[g.addr:g.addr + g.length], F)
 
 
-def _drift(m: Machine, start: np.ndarray) -> dict[str, float]:
-    """Globals whose words differ from `start`, with the largest difference of their values."""
-    now = m.core.mem[:len(start)]
+def _drift(program: Program, now: np.ndarray, start: np.ndarray) -> dict[str, float]:
+    """Globals whose words differ between `now` and `start`, with the largest difference of
+    their values."""
+    now = now[:len(start)]
     if np.array_equal(now, start):
         return {}
-    F, out = m.program.fraction_bits, {}
-    for g in m.program.globals:
+    F, out = program.fraction_bits, {}
+    for g in program.globals:
         if not np.array_equal(now[g.addr:g.addr + g.size], start[g.addr:g.addr + g.size]):
             with np.errstate(invalid="ignore"):
                 out[g.name] = float(np.nanmax(np.abs(
@@ -419,21 +421,70 @@ def hvp(program: Program | str | os.PathLike, of: str, wrt: str | Sequence[str],
     return derivatives(program, of, wrt, inputs, gradient=False, direction=v, **options).hvp
 
 
+class GradFn:
+    """f(inputs) -> {wrt name: gradient}, reusing one machine (for training loops); made by
+    `grad_fn`.  The first call (every call with check_ancillas=True) runs `derivatives`; later
+    calls whose inputs are Python floats and ints for scalar float and int inputs take one
+    call into the core (`Core.gradient`: reset, forward, adjoint sweep), anything else goes
+    the general way.  `f.last` is the last call's Derivatives."""
+
+    def __init__(self, program: Program, of: str, wrt: str | Sequence[str],
+                 check_ancillas: bool, options: dict[str, Any]):
+        self.program, self.of, self.wrt = program, of, wrt
+        self.runner = r = _Runner(program, of, _wrt_list(wrt))
+        self.check_ancillas, self.options = check_ancillas, options
+        self._first = True
+        self._last: Derivatives | None = None
+        self._out = np.zeros(r.n)
+        self._views = any(c.shape for c in r.wrt)
+        self._addrs = np.array([c.addr + k for c in r.wrt for k in range(c.size)], dtype=np.int64)
+        self._words = np.zeros((3, program.n_globals), dtype=np.int64)
+        defaults = r.m._defaults()
+        self._defaults = (defaults[0].astype(np.int64), defaults[1])
+        # scalar float/int inputs, stored by the core from Python floats/ints
+        self._cells = {g.name: (g.addr, g.type == NumType.FLOAT) for g in program.globals
+                       if g.is_input and g.length is None
+                       and g.type in (NumType.FLOAT, NumType.INT)}
+        # the fast path has no step limit or ancilla check to honour
+        self._fast = not check_ancillas and options.get("max_steps") is None
+
+    def __call__(self, inputs: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        r = self.runner
+        if not self._first and self._fast and r.core.gradient(
+                r.of.addr, inputs or {}, self._cells, self._defaults[0], self._defaults[1],
+                self._addrs, self._out, self._words) == 0:
+            self._last = None
+            out, res, at = self._out, {}, 0
+            for c in r.wrt:
+                res[c.name] = out[at] if not c.shape else out[at:at + c.size].reshape(c.shape)
+                at += c.size
+            if self._views:               # the arrays returned are views of out
+                self._out = np.empty_like(out)
+            self._grad = res
+            return res
+        res = derivatives(self.program, self.of, self.wrt, inputs,
+                          check_ancillas=self.check_ancillas or self._first, _runner=r,
+                          **self.options)
+        self._first = False
+        self._last = res
+        return res.gradient
+
+    @property
+    def last(self) -> Derivatives | None:
+        """The last call's Derivatives (built on demand after a fast call)."""
+        if self._last is None and not self._first:
+            r, w = self.runner, self._words
+            self._last = Derivatives(cells=r.wrt, gradient=self._grad, steps=r.core.last_n,
+                                     _end=(r.m, w[1].copy()),
+                                     value=float(decode(r.of_type, int(w[1][r.of.addr]),
+                                                        self.program.fraction_bits)),
+                                     drift=_drift(r.m.program, w[2], w[0]))
+        return self._last
+
+
 def grad_fn(program: Program | str | os.PathLike, of: str, wrt: str | Sequence[str], *,
-            check_ancillas: bool = False, **options: Any) -> Callable[..., dict[str, Any]]:
+            check_ancillas: bool = False, **options: Any) -> GradFn:
     """A gradient function f(inputs) -> {wrt name: gradient} that reuses one machine (for
     training loops).  The ancillas are checked on the first call only (unless
     check_ancillas=True: every call); `f.last` is the last call's Derivatives."""
-    prog = _as_program(program)
-    runner = _Runner(prog, of, _wrt_list(wrt))
-    first = [True]
-
-    def f(inputs: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        res = derivatives(prog, of, wrt, inputs, check_ancillas=check_ancillas or first[0],
-                          _runner=runner, **options)
-        first[0] = False
-        f.last = res
-        return res.gradient
-
-    f.last = None
-    return f
+    return GradFn(_as_program(program), of, wrt, check_ancillas, options)
