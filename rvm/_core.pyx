@@ -208,6 +208,7 @@ cdef struct VM:
     i64* k_jmp
     i64* k_rows
     i64* k_shape          # run_reduce's counter row of the kernel, or -1
+    i64* k_main           # else run_induct's main row, or -1
     int use_kernels
     # automatic differentiation (docs/ad.md): mode bits, dual arrays parallel to mem and to
     # the value stack (NULL until set_ad), and the events the rules noticed
@@ -977,6 +978,261 @@ cdef int run_reduce(VM* vm, i64 k, i64* code, int e, i64* mem, i64* fpm, i64* pa
     return tc
 
 
+# A body of one kernel row (the main row: any op above, e.g. a rotation of indexed cells) and
+# up to IMAX counter steps (inc/dec/addi/subi of int cells the main row does not touch), with
+# the loop's conditions on the counters and on cells the body does not write, runs with the
+# counters in registers: an indexed operand of the main row is the array base plus a register
+# (bounds checked per iteration), or fixed when its index cell is not written in the body.
+DEF IMAX = 3
+
+
+def _induct_shape(code, rows) -> int:
+    """The body's main row (its index) when run_induct can run the loop, else -1."""
+    if not 2 <= len(rows) <= IMAX + 1:
+        return -1
+    main = [j for j, r in enumerate(rows)
+            if not (int(code[r][0]) in _COUNTERS and (int(code[r][1]) & 7) != MODE_X)]
+    return main[0] if len(main) == 1 else -1
+
+
+cdef int run_induct(VM* vm, i64 k, i64* code, int e, i64* mem, i64* fpm, i64* pa, i64* left,
+                    i64* pc_out, int* op_out, int ad) noexcept nogil:
+    """run_kernel for a main row with counters (see _induct_shape); -_K_DECLINED when cells
+    alias at run time, or an index fixed for the loop is out of bounds (the general kernel
+    then traps at the right step)."""
+    cdef i64 L = vm.k_len[k], J = vm.k_jmp[k], T = vm.k_join[k]
+    cdef i64* rows = vm.k_rows + k * KMAX
+    cdef int mi = <int>vm.k_main[k]
+    cdef i64 mrow = rows[mi]
+    cdef i64* cm = code + mrow * 6
+    cdef int op = <int>cm[0], nc = NCELL[op], ym = OP_YMASK[op], F = vm.F
+    cdef int nI = 0, s, t, j, q, cop, tc
+    cdef bint backward = vm.D < 0
+    cdef i64* ip[IMAX]          # the counters' cells, their values and steps
+    cdef i64 reg[IMAX]
+    cdef i64 dl[IMAX]
+    cdef bint before[IMAX]      # the counter's row runs before the main row
+    cdef int xi[3]              # per operand slot: the counter indexing it, or -1 (fixed cell)
+    cdef bint isx[3]
+    cdef i64* fixed[3]
+    cdef i64* xb[3]
+    cdef i64 xl[3]
+    cdef i64 xq[3]
+    cdef i64* xc[3]
+    cdef i64* p[3]
+    cdef i64* cp[4]
+    cdef int cj[4]
+    cdef int ct[2]              # the counter each condition tests
+    cdef i64 clo[2]
+    cdef u64 cspan[2]
+    cdef bint cneg[2]
+    cdef i64 cc_, v, w
+    cdef i64* c
+    cdef i64* y
+    cdef i64* a
+    cdef i64* b
+    cdef double* A = vm.adj
+    cdef double* Tn = vm.tan
+    cdef i64 lft = left[0]
+    for q in range(L):
+        if q == mi:
+            continue
+        c = code + rows[q] * 6
+        cop = <int>c[0]
+        ip[nI] = opnd(vm, c[1], mem, fpm, pa)
+        dl[nI] = 1 if cop == OP_INC_I else -1 if cop == OP_DEC_I else \
+            c[2] if cop == OP_ADDI_I else <i64>(0 - <u64>c[2])
+        before[nI] = q < mi
+        for j in range(nI):
+            if ip[j] == ip[nI]:
+                return -_K_DECLINED
+        nI += 1
+    for s in range(nc):
+        w = cm[1 + s]
+        isx[s] = (w & 7) == MODE_X
+        xi[s] = -1
+        if isx[s]:
+            xq[s] = w >> 3
+            x_operand(vm, w, mem, fpm, pa, &xb[s], &xl[s], &xc[s])
+            for j in range(nI):
+                if _inside(ip[j], xb[s], xl[s]):
+                    return -_K_DECLINED
+                if xc[s] == ip[j]:
+                    xi[s] = j
+            if xi[s] < 0:
+                v = xc[s][0]
+                if <u64>v >= <u64>xl[s]:
+                    return -_K_DECLINED
+                fixed[s] = xb[s] + v
+        else:
+            fixed[s] = opnd(vm, w, mem, fpm, pa)
+            for j in range(nI):
+                if fixed[s] == ip[j]:
+                    return -_K_DECLINED
+    # an index cell fixed for the loop must not be written by the main row
+    for s in range(nc):
+        if isx[s] and xi[s] < 0:
+            for t in range(nc):
+                if ym & (2 << t):
+                    if (isx[t] and _inside(xc[s], xb[t], xl[t])) or \
+                            (not isx[t] and fixed[t] == xc[s]):
+                        return -_K_DECLINED
+    # the conditions: on one counter, or on cells the body does not write
+    for q in range(2):
+        c = code + (J if q == 0 else T) * 6
+        cc_ = c[1]
+        for s in range(2):
+            cp[2 * q + s] = ip[0]
+            if (cc_ & 15) != 0:
+                cp[2 * q + s] = opnd(vm, c[2 + s], mem, fpm, pa)
+            cj[2 * q + s] = -1
+            for j in range(nI):
+                if cp[2 * q + s] == ip[j]:
+                    cj[2 * q + s] = j
+            if cj[2 * q + s] < 0:
+                for t in range(nc):
+                    if ym & (2 << t):
+                        if (isx[t] and _inside(cp[2 * q + s], xb[t], xl[t])) or \
+                                (not isx[t] and fixed[t] == cp[2 * q + s]):
+                            return -_K_DECLINED
+        if cj[2 * q] >= 0 and cj[2 * q + 1] >= 0 and cj[2 * q] != cj[2 * q + 1]:
+            return -_K_DECLINED
+        ct[q] = cj[2 * q] if cj[2 * q] >= 0 else cj[2 * q + 1] if cj[2 * q + 1] >= 0 else 0
+        if not counter_cond(cc_, cj[2 * q] >= 0, cj[2 * q + 1] >= 0, cp[2 * q][0],
+                            cp[2 * q + 1][0], &clo[q], &cspan[q], &cneg[q]):
+            return -_K_DECLINED
+    for j in range(nI):
+        reg[j] = ip[j][0]
+    tc = -_K_BUDGET
+    while lft >= L + 2:
+        for j in range(nI):
+            if before[j]:
+                reg[j] = <i64>(<u64>reg[j] + <u64>dl[j])
+        # the main row's cells, as the dispatch loop checks them: the last operand out of
+        # bounds names the trap, then aliasing
+        for s in range(nc):
+            if xi[s] >= 0:
+                v = reg[xi[s]]
+                if <u64>v >= <u64>xl[s]:
+                    vm.tv[0] = xq[s]
+                    vm.tv[1] = v
+                    vm.tv[2] = xl[s]
+                    vm.tv[3] = 0
+                    tc = _T_BOUNDS
+                else:
+                    p[s] = xb[s] + v
+            else:
+                p[s] = fixed[s]
+        if tc > 0:
+            break
+        y = a = b = p[0]
+        if nc > 1:
+            a = b = p[1]
+            if nc > 2:
+                b = p[2]
+        if kernel_alias(op, y, a, b):
+            tc = _T_ALIAS
+            break
+        tc = kernel_row(vm, op, y, a, b, cm[2], F)
+        if tc:
+            break
+        tc = -_K_BUDGET
+        if ad and AD_KIND[op] and not ad_inline(op, y, a, mem, ad, backward, A, Tn):
+            ad_rule(vm, op, cm, y, a, b, mem, mrow)
+        for j in range(nI):
+            if not before[j]:
+                reg[j] = <i64>(<u64>reg[j] + <u64>dl[j])
+        lft -= L
+        if (<u64>(reg[ct[0]] - clo[0]) <= cspan[0]) == cneg[0]:
+            lft -= 1
+            tc = -_K_EXIT
+            break
+        if (<u64>(reg[ct[1]] - clo[1]) <= cspan[1]) == cneg[1]:
+            lft -= 1                      # the jmp ran; the join traps
+            vm.tv[0] = 0
+            vm.tv[1] = 1
+            tc = _T_COMEFROM
+            break
+        lft -= 2
+    for j in range(nI):
+        ip[j][0] = reg[j]
+    if tc == -_K_EXIT:
+        left[0] = lft
+        pc_out[0] = J + e
+    elif tc == _T_COMEFROM:
+        left[0] = lft
+        pc_out[0] = T
+        op_out[0] = OP_JOIN
+    elif tc > 0:                          # the main row trapped
+        left[0] = lft - mi
+        pc_out[0] = mrow
+        op_out[0] = op
+    else:
+        left[0] = lft
+        pc_out[0] = T + e
+    return tc
+
+
+cdef inline int kernel_row(VM* vm, int op, i64* y, i64* a, i64* b, i64 imm,
+                           int F) noexcept nogil:
+    """Run one kernel body row on resolved cells (as the dispatch loop does it); returns a
+    trap code, with nothing changed."""
+    cdef i64 v, vx, vy
+    cdef int tc
+    if op == OP_ADD_I or op == OP_ADD_X:
+        y[0] = <i64>(<u64>y[0] + <u64>a[0])
+    elif op == OP_SUB_I or op == OP_SUB_X:
+        y[0] = <i64>(<u64>y[0] - <u64>a[0])
+    elif op == OP_INC_I:
+        y[0] = <i64>(<u64>y[0] + 1)
+    elif op == OP_DEC_I:
+        y[0] = <i64>(<u64>y[0] - 1)
+    elif op == OP_ADDI_I or op == OP_ADDI_X:
+        y[0] = <i64>(<u64>y[0] + <u64>imm)
+    elif op == OP_SUBI_I or op == OP_SUBI_X:
+        y[0] = <i64>(<u64>y[0] - <u64>imm)
+    elif op == OP_XOR_I:
+        y[0] ^= a[0]
+    elif op == OP_ADDMUL_I:
+        y[0] = <i64>(<u64>y[0] + <u64>a[0] * <u64>b[0])
+    elif op == OP_SUBMUL_I:
+        y[0] = <i64>(<u64>y[0] - <u64>a[0] * <u64>b[0])
+    elif op == OP_ADDMUL_X:
+        y[0] = <i64>(<u64>y[0] + <u64>rvm_fixed_mul(a[0], b[0], F))
+    elif op == OP_SUBMUL_X:
+        y[0] = <i64>(<u64>y[0] - <u64>rvm_fixed_mul(a[0], b[0], F))
+    elif op == OP_SWAP_I or op == OP_SWAP_X or op == OP_SWAP_F:
+        v = y[0]
+        y[0] = a[0]
+        a[0] = v
+    elif op == OP_ROT_X or op == OP_IROT_X or op == OP_ROT_F or op == OP_IROT_F:
+        vx = y[0]
+        vy = a[0]
+        if op == OP_ROT_X or op == OP_IROT_X:
+            tc = rvm_rot_fixed(&vx, &vy, b[0], F, op == OP_IROT_X)
+        else:
+            tc = rvm_rot_float(&vx, &vy, b[0], op == OP_IROT_F, vm.rot_cs)
+            if tc == 0:
+                vm.rot_w = b[0]
+        if tc:
+            return ak_trap(tc)
+        y[0] = vx
+        a[0] = vy
+    else:
+        # float: a non-finite result traps before the cell changes
+        if op == OP_ADD_F or op == OP_SUB_F:
+            tc = rvm_float_add(y[0], rvm_w2f(a[0]), 1 if op == OP_ADD_F else -1, &v)
+        elif op == OP_ADDI_F or op == OP_SUBI_F:
+            tc = rvm_float_add(y[0], rvm_w2f(imm), 1 if op == OP_ADDI_F else -1, &v)
+        else:
+            tc = rvm_float_add(y[0], rvm_w2f(a[0]) * rvm_w2f(b[0]),
+                               1 if op == OP_ADDMUL_F else -1, &v)
+        if tc:
+            return ak_trap(tc)
+        y[0] = v
+    return 0
+
+
 cdef int run_kernel(VM* vm, i64 k, i64* code, int e, i64* mem, i64* fpm, i64* pa, i64* left,
                     i64* pc_out, int* op_out, int ad) noexcept nogil:
     """Run whole iterations of kernel k, entered with pc at the body's first row.  Returns a
@@ -1016,6 +1272,10 @@ cdef int run_kernel(VM* vm, i64 k, i64* code, int e, i64* mem, i64* fpm, i64* pa
     cdef bint backward = vm.D < 0
     if vm.k_shape[k] >= 0:
         tc = run_reduce(vm, k, code, e, mem, fpm, pa, left, pc_out, op_out, ad)
+        if tc != -_K_DECLINED:
+            return tc
+    elif vm.k_main[k] >= 0:
+        tc = run_induct(vm, k, code, e, mem, fpm, pa, left, pc_out, op_out, ad)
         if tc != -_K_DECLINED:
             return tc
     for r in range(L):
@@ -1108,63 +1368,12 @@ cdef int run_kernel(VM* vm, i64 k, i64* code, int e, i64* mem, i64* fpm, i64* pa
                     pc_out[0] = rows[r]
                     op_out[0] = op
                     return tc
-            if op == OP_ADD_I or op == OP_ADD_X:
-                ys[r][0] = <i64>(<u64>ys[r][0] + <u64>as_[r][0])
-            elif op == OP_SUB_I or op == OP_SUB_X:
-                ys[r][0] = <i64>(<u64>ys[r][0] - <u64>as_[r][0])
-            elif op == OP_INC_I:
-                ys[r][0] = <i64>(<u64>ys[r][0] + 1)
-            elif op == OP_DEC_I:
-                ys[r][0] = <i64>(<u64>ys[r][0] - 1)
-            elif op == OP_ADDI_I or op == OP_ADDI_X:
-                ys[r][0] = <i64>(<u64>ys[r][0] + <u64>imm[r])
-            elif op == OP_SUBI_I or op == OP_SUBI_X:
-                ys[r][0] = <i64>(<u64>ys[r][0] - <u64>imm[r])
-            elif op == OP_XOR_I:
-                ys[r][0] ^= as_[r][0]
-            elif op == OP_ADDMUL_I:
-                ys[r][0] = <i64>(<u64>ys[r][0] + <u64>as_[r][0] * <u64>bs[r][0])
-            elif op == OP_SUBMUL_I:
-                ys[r][0] = <i64>(<u64>ys[r][0] - <u64>as_[r][0] * <u64>bs[r][0])
-            elif op == OP_ADDMUL_X:
-                ys[r][0] = <i64>(<u64>ys[r][0] + <u64>rvm_fixed_mul(as_[r][0], bs[r][0], F))
-            elif op == OP_SUBMUL_X:
-                ys[r][0] = <i64>(<u64>ys[r][0] - <u64>rvm_fixed_mul(as_[r][0], bs[r][0], F))
-            elif op == OP_SWAP_I or op == OP_SWAP_X or op == OP_SWAP_F:
-                v = ys[r][0]
-                ys[r][0] = as_[r][0]
-                as_[r][0] = v
-            elif op == OP_ROT_X or op == OP_IROT_X or op == OP_ROT_F or op == OP_IROT_F:
-                vx = ys[r][0]
-                vy = as_[r][0]
-                if op == OP_ROT_X or op == OP_IROT_X:
-                    tc = rvm_rot_fixed(&vx, &vy, bs[r][0], F, op == OP_IROT_X)
-                else:
-                    tc = rvm_rot_float(&vx, &vy, bs[r][0], op == OP_IROT_F, vm.rot_cs)
-                    if tc == 0:
-                        vm.rot_w = bs[r][0]
-                if tc:
-                    left[0] = lft - r
-                    pc_out[0] = rows[r]
-                    op_out[0] = op
-                    return ak_trap(tc)
-                ys[r][0] = vx
-                as_[r][0] = vy
-            else:
-                # float: a non-finite result traps before the cell changes
-                if op == OP_ADD_F or op == OP_SUB_F:
-                    tc = rvm_float_add(ys[r][0], rvm_w2f(as_[r][0]), 1 if op == OP_ADD_F else -1, &v)
-                elif op == OP_ADDI_F or op == OP_SUBI_F:
-                    tc = rvm_float_add(ys[r][0], rvm_w2f(imm[r]), 1 if op == OP_ADDI_F else -1, &v)
-                else:
-                    tc = rvm_float_add(ys[r][0], rvm_w2f(as_[r][0]) * rvm_w2f(bs[r][0]),
-                                       1 if op == OP_ADDMUL_F else -1, &v)
-                if tc:
-                    left[0] = lft - r
-                    pc_out[0] = rows[r]
-                    op_out[0] = op
-                    return ak_trap(tc)
-                ys[r][0] = v
+            tc = kernel_row(vm, op, ys[r], as_[r], bs[r], imm[r], F)
+            if tc:
+                left[0] = lft - r
+                pc_out[0] = rows[r]
+                op_out[0] = op
+                return tc
             if ad and AD_KIND[op] and not ad_inline(op, ys[r], as_[r], mem, ad, backward, A, Tn):
                 ad_rule(vm, op, code + rows[r] * 6, ys[r], as_[r], bs[r], mem, rows[r])
         lft -= L
@@ -2241,6 +2450,7 @@ cdef class Core:
         kern = np.full(2 * max(n, 1), -1, dtype=np.int64)
         found = []
         shape = []
+        main = []
         for d, (code, e) in enumerate(((fwd, 1), (inv, -1))):
             for J in np.nonzero(code[:, 0] == OP_JMP)[0]:
                 J = int(J)
@@ -2252,7 +2462,9 @@ cdef class Core:
                         and _direct_cond(code[J]) and _direct_cond(code[T]):
                     kern[d * n + J] = len(found)
                     found.append((J, T, rows))
-                    shape.append(_reduce_shape(code, rows))
+                    ci = _reduce_shape(code, rows)
+                    shape.append(ci)
+                    main.append(_induct_shape(code, rows) if ci < 0 else -1)
         self._kernels = found
         vm.kern = self._buf(kern)
         vm.k_len = self._buf([len(r) for _, _, r in found])
@@ -2260,6 +2472,7 @@ cdef class Core:
         vm.k_join = self._buf([T for _, T, _ in found])
         vm.k_rows = self._buf([(r + [0] * KMAX)[:KMAX] for _, _, r in found] or [0])
         vm.k_shape = self._buf(shape)
+        vm.k_main = self._buf(main)
 
     def set_kernels(self, bint on) -> None:
         """Run simple loops by their kernels (default) or instruction by instruction."""
@@ -2269,6 +2482,15 @@ cdef class Core:
     def kernels(self) -> list:
         """(jmp pc, join pc, body pcs) of every loop kernel, forward then backward."""
         return list(self._kernels)
+
+    @property
+    def kernel_forms(self) -> list:
+        """How each kernel runs: "reduce" (run_reduce), "induct" (run_induct) or "general"
+        (every row through run_kernel's loop); a specialized form that finds its cells
+        aliased at run time falls back to the general one."""
+        cdef VM* vm = &self.vm
+        return ["reduce" if vm.k_shape[i] >= 0 else "induct" if vm.k_main[i] >= 0
+                else "general" for i in range(len(self._kernels))]
 
     cdef i64* _buf(self, values):
         """Keep a private int64 copy of `values` alive and return its data pointer (never

@@ -106,9 +106,11 @@ def test_loop_bodies_run_the_same_with_and_without_kernels(body, n):
 def test_kernels_are_found_for_the_benchmark_loops():
     from gen_programs import umm
 
-    acc = rvm.Machine(rvm.assemble(ROOT / "programs" / "accumulate.rasm")).core.kernels
-    assert len(acc) == 2                             # the loop, forward and backward
-    assert rvm.Machine(rvm.assemble(umm(10))).core.kernels       # the Givens inner loop
+    acc = rvm.Machine(rvm.assemble(ROOT / "programs" / "accumulate.rasm")).core
+    assert len(acc.kernels) == 2                     # the loop, forward and backward
+    assert acc.kernel_forms == ["reduce", "reduce"]
+    core = rvm.Machine(rvm.assemble(umm(10))).core   # the Givens inner loop, the loss sum
+    assert sorted(core.kernel_forms) == ["induct", "induct", "reduce", "reduce"]
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
