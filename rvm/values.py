@@ -61,6 +61,11 @@ def _exact(value: Any) -> int | Fraction | float:
 
 def encode(t: NumType, value: Any, F: int) -> int:
     """The word of type `t` holding `value` (F = fraction bits of fixed and lns)."""
+    # the common cases first: a Python float into a float cell, a Python int into an int cell
+    if type(value) is float and t == FLOAT:
+        return f2w(value)
+    if type(value) is int and t == INT and INT64_MIN <= value <= INT64_MAX:
+        return value
     v = _exact(value)
     if t == INT:
         if isinstance(v, float):
