@@ -2584,7 +2584,9 @@ cdef class Core:
                  cnp.ndarray words) -> int:
         """One reverse-mode gradient in one call (rvm.grad_fn's fast path): the start state
         with the input defaults (def_addrs, def_words) and `inputs` (name -> a Python float or
-        int, stored where input_cells says: name -> (address, is a float cell)), a forward run,
+        int, or for a float array a list of Python floats or a float64 array, stored where
+        input_cells says: name -> (address, 0 int / 1 float / 2 float array, length)), a
+        forward run,
         the adjoint of of_addr seeded with 1, the adjoint sweep back to the start, and
         out[k] = the adjoint of cell wrt_addrs[k].  words (3, n) gets the first n globals'
         words at the start, at the end and back at the start.  Returns 0, or 1 when the
@@ -2592,7 +2594,7 @@ cdef class Core:
         breakpoint, a non-finite derivative): that path reports it."""
         cdef VM* vm = &self.vm
         cdef i64 i, n, executed, used, addr
-        cdef int rc
+        cdef int rc, kind
         cdef i64* da = _ptr(def_addrs)
         cdef i64* dw = _ptr(def_words)
         cdef i64* wa = _ptr(wrt_addrs)
@@ -2633,14 +2635,28 @@ cdef class Core:
             if cell is None:
                 return 1
             addr = cell[0]
-            if cell[1]:
+            kind = cell[1]
+            if kind == 1:                               # float
                 if type(v) is not float:
                     return 1
                 vm.mem[addr] = rvm_f2w(<double>v)
-            else:
+            elif kind == 0:                             # int
                 if type(v) is not int or not -(1 << 63) <= v < (1 << 63):
                     return 1
                 vm.mem[addr] = <i64>v
+            elif type(v) is list:                       # float[n] from Python floats
+                if len(<list>v) != cell[2]:
+                    return 1
+                for i in range(cell[2]):
+                    x = (<list>v)[i]
+                    if type(x) is not float:
+                        return 1
+                    vm.mem[addr + i] = rvm_f2w(<double>x)
+            else:                                       # float[n] from a float64 array
+                if not (type(v) is np.ndarray and v.dtype == np.float64 and v.ndim == 1
+                        and v.shape[0] == cell[2] and v.flags.c_contiguous):
+                    return 1
+                memcpy(vm.mem + addr, cnp.PyArray_DATA(<cnp.ndarray>v), <i64>cell[2] * 8)
         memcpy(ws, vm.mem, nw * sizeof(i64))
         # forward, then the adjoint sweep back (in slices, so that Ctrl-C can stop a long run)
         rc = _R_BUDGET

@@ -228,7 +228,10 @@ def test_grad_fn_takes_the_general_path_when_it_must():
     f = rvm.grad_fn(prog, of="loss", wrt="theta")
     f()
     x = [0.5, -1.0, 2.0, 0.25]
-    g = f({"x": x})                                   # an array input: the general path
+    g = f({"x": x})                                   # a list of floats: the fast path
+    assert f._last is None
+    assert np.array_equal(g["theta"], f({"x": np.array(x)})["theta"]) and f._last is None
+    g = f({"x": [0.5, -1, 2.0, 0.25]})                # an int in it: the general path
     assert f._last is not None
     assert np.array_equal(g["theta"], rvm.grad(prog, of="loss", wrt="theta", inputs={"x": x},
                                                check_ancillas=False)["theta"])

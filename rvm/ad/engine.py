@@ -31,6 +31,8 @@ import numpy as np
 from isa.derivatives import DIFFERENTIABLE
 from isa.types import TYPE_NAMES, NumType
 
+FLOAT, INT = NumType.FLOAT, NumType.INT
+
 from .. import _core
 from ..api import assemble
 from ..errors import RVMError
@@ -423,10 +425,11 @@ def hvp(program: Program | str | os.PathLike, of: str, wrt: str | Sequence[str],
 
 class GradFn:
     """f(inputs) -> {wrt name: gradient}, reusing one machine (for training loops); made by
-    `grad_fn`.  The first call (every call with check_ancillas=True) runs `derivatives`; later
-    calls whose inputs are Python floats and ints for scalar float and int inputs take one
-    call into the core (`Core.gradient`: reset, forward, adjoint sweep), anything else goes
-    the general way.  `f.last` is the last call's Derivatives."""
+    `grad_fn`.  The first call (every call with check_ancillas=True) runs `derivatives`.  Later
+    calls take one call into the core (`Core.gradient`: reset, forward, adjoint sweep) when
+    every input is a Python float or int for a scalar float or int input, or a list of Python
+    floats or a float64 array for a float array; anything else goes the general way.
+    `f.last` is the last call's Derivatives."""
 
     def __init__(self, program: Program, of: str, wrt: str | Sequence[str],
                  check_ancillas: bool, options: dict[str, Any]):
@@ -441,10 +444,10 @@ class GradFn:
         self._words = np.zeros((3, program.n_globals), dtype=np.int64)
         defaults = r.m._defaults()
         self._defaults = (defaults[0].astype(np.int64), defaults[1])
-        # scalar float/int inputs, stored by the core from Python floats/ints
-        self._cells = {g.name: (g.addr, g.type == NumType.FLOAT) for g in program.globals
-                       if g.is_input and g.length is None
-                       and g.type in (NumType.FLOAT, NumType.INT)}
+        # inputs the core stores itself: int and float scalars, float arrays
+        self._cells = {g.name: (g.addr, 2 if g.length is not None else int(g.type == FLOAT),
+                                g.length or 1) for g in program.globals
+                       if g.is_input and (g.type == FLOAT or (g.type == INT and g.length is None))}
         # the fast path has no step limit or ancilla check to honour
         self._fast = not check_ancillas and options.get("max_steps") is None
 
