@@ -1,7 +1,8 @@
 """The NiLang paper's examples in programs/: values against references, gradients, round trips.
 
-besselj.rasm, besselj_fixed.rasm, norm.rasm, umm.rasm, qr.rasm, petersen.rasm, petersen3.rasm
+besselj.rasm, besselj_rec.rasm, besselj_fixed.rasm, norm.rasm, umm.rasm, qr.rasm, petersen.rasm, petersen3.rasm
 """
+import math
 import sys
 from pathlib import Path
 
@@ -121,6 +122,109 @@ def test_besselj_gradient_matches_finite_differences(z, nu):
 def test_besselj_gradient_at_zero(nu, want):
     assert rvm.grad(load("besselj.rasm"), of="out", wrt="z", inputs={"z": 0.0, "nu": nu})["z"] \
         == want
+
+
+# ---- besselj_rec.rasm (float, the recurrence) -------------------------------------------
+
+def besselj_recurrence(z, nu, nterms):
+    """The peers' recurrence (benchmarks/peers/t2_bessel.py) in Python floats."""
+    h = 0.5 * z
+    a = h ** nu / math.factorial(nu)
+    s = a
+    for k in range(1, nterms):
+        a = a * h * h * (-1.0 / (k * (k + nu)))
+        s += a
+    return s
+
+
+@pytest.mark.parametrize("z, nu, ref", [(3.0, 2, 0.48609126058589108),
+                                        (1.5, 0, 0.5118276717359181),
+                                        (0.5, 1, 0.2422684576748739),
+                                        (5.0, 2, 0.0465651162777522), (0.0, 0, 1.0)])
+def test_besselj_rec_value(z, nu, ref):
+    res = rvm.run(load("besselj_rec.rasm"), {"z": z, "nu": nu})
+    assert res.outputs["out"] == pytest.approx(ref, abs=1e-15)
+    assert res.garbage == []
+
+
+@pytest.mark.parametrize("nu", [0, 1, 3, 7])
+def test_besselj_rec_matches_the_recurrence(nu):
+    prog = load("besselj_rec.rasm")
+    for nterms in (1, 2, 3, 4, 17, 18, 31, 64):
+        for z in (3.0, -2.0, 0.7, 0.0):
+            out = run(prog, {"z": z, "nu": nu, "nterms": nterms}, "out")
+            assert out == pytest.approx(besselj_recurrence(z, nu, nterms), rel=1e-14, abs=1e-300)
+    assert run(prog, {"z": 3.0, "nu": 2, "nterms": 18}, "out") == \
+        run(load("besselj.rasm"), {"z": 3.0, "nu": 2, "nterms": 18}, "out")
+
+
+def test_besselj_rec_limits():
+    prog = load("besselj_rec.rasm")
+    assert run(prog, {"z": -2.0, "nu": 3, "nterms": 17}, "out") == pytest.approx(
+        -0.1289432494744021, abs=1e-16)
+    assert run(prog, {"nu": 32, "nterms": 64}, "out") == pytest.approx(    # the largest
+        besselj_recurrence(3.0, 32, 64), rel=1e-14)
+    for bad in ({"nterms": 0}, {"nterms": 65}, {"nu": -1}, {"nu": 33}):
+        with pytest.raises(rvm.errors.AssertionTrap):
+            rvm.run(prog, bad)
+
+
+def test_besselj_rec_roundtrip_and_clean_frame():
+    prog = load("besselj_rec.rasm")
+    rt = rvm.roundtrip(prog, {})
+    assert rt.exact_broken == [] and rt.drift == {}          # in fact bit for bit here
+    m = rvm.Machine(prog)
+    m.reset({})
+    m.run()
+    steps = m.stats["steps"]
+    assert steps == 505                                     # docs/examples.md
+    n = m.stats["peak_frame_cells"]
+    for direction in (+1, -1):                              # one step before main returns
+        if direction > 0:
+            m.reset({})
+        else:
+            m.reset_end(m.outputs())
+        assert m.step(steps // 2, direction) == steps // 2
+        (frame,) = m.frames()
+        assert np.any(m.mem[frame["fp"]:frame["fp"] + n] != 0)   # mid-run: terms computed
+        assert m.step(steps - 1 - steps // 2, direction) == steps - 1 - steps // 2
+        (frame,) = m.frames()
+        assert m.format_instruction(m.pc) == ("end main" if direction > 0 else "begin main")
+        assert not np.any(m.mem[frame["fp"]:frame["fp"] + n])    # every frame cell is +0.0
+    assert m.read("z") == 3.0 and m.read("out") == 0.0
+
+
+def test_besselj_rec_derivatives():
+    prog = load("besselj_rec.rasm")
+    g = rvm.grad(prog, of="out", wrt=["z"], inputs={"z": 3.0})
+    assert g["z"] == pytest.approx(0.014998118135342464, abs=1e-15)
+    h = rvm.hessian(prog, of="out", wrt=["z"], inputs={"z": 3.0})
+    assert h.shape == (1, 1)
+    assert h[0, 0] == pytest.approx(-0.2750500730372758, abs=1e-13)
+    assert fd(prog, "out", {"z": 3.0}, "z", h=1e-5) == pytest.approx(g["z"], abs=1e-9)
+    f = rvm.grad_fn(prog, of="out", wrt="z")
+    for _ in range(2):                                      # the first call and the fast path
+        assert f({"z": 3.0, "nu": 2, "nterms": 18})["z"] == g["z"]
+
+
+@pytest.mark.parametrize("z, nu", [(1.0, 0), (2.5, 1), (4.0, 3), (-2.0, 3)])
+def test_besselj_rec_gradient_matches_finite_differences(z, nu):
+    prog = load("besselj_rec.rasm")
+    inputs = {"z": z, "nu": nu, "nterms": 16}
+    d = derivatives(prog, of="out", wrt=["z"], inputs=inputs, hessian=True, strict=True)
+    assert d.gradient["z"] == pytest.approx(fd(prog, "out", inputs, "z", h=1e-5), abs=1e-9)
+    assert d.gradient["z"] == pytest.approx(
+        rvm.grad(load("besselj.rasm"), of="out", wrt="z", inputs=inputs)["z"], abs=1e-14)
+    gp, gm = (rvm.grad(prog, of="out", wrt="z", inputs={**inputs, "z": z + s})["z"]
+              for s in (1e-5, -1e-5))
+    assert d.hessian[0, 0] == pytest.approx((gp - gm) / 2e-5, abs=1e-8)
+    assert d.drift == {}
+
+
+@pytest.mark.parametrize("nu, want", [(0, 0.0), (1, 0.5), (2, 0.0)])
+def test_besselj_rec_gradient_at_zero(nu, want):
+    assert rvm.grad(load("besselj_rec.rasm"), of="out", wrt="z",
+                    inputs={"z": 0.0, "nu": nu})["z"] == want
 
 
 # ---- besselj_fixed.rasm -------------------------------------------------------------------

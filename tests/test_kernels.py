@@ -123,6 +123,7 @@ def test_random_programs_run_the_same_with_and_without_kernels(src, values, chun
     ("accumulate.rasm", "x", ["x", "one"], {"n": 50}),
     ("umm.rasm", "loss", ["x", "theta"], {}),
     ("besselj.rasm", "out", ["z"], {}),
+    ("besselj_rec.rasm", "out", ["z"], {}),
     ("oscillator.rasm", "x", ["x", "v", "dt"], {"steps": 20}),
 ])
 def test_gradients_are_the_same_with_and_without_kernels(name, of, wrt, inputs):
