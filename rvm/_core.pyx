@@ -588,7 +588,8 @@ DEF KMAX = 8              # body rows of a kernel
 KERNEL_OPS = frozenset(["add.i", "add.x", "add.f", "sub.i", "sub.x", "sub.f",
                         "addi.i", "addi.x", "addi.f", "subi.i", "subi.x", "subi.f",
                         "inc.i", "dec.i", "addmul.i", "addmul.x", "addmul.f",
-                        "submul.i", "submul.x", "submul.f", "xor.i",
+                        "submul.i", "submul.x", "submul.f", "adddiv.i", "adddiv.x",
+                        "adddiv.f", "subdiv.i", "subdiv.x", "subdiv.f", "xor.i",
                         "swap.i", "swap.x", "swap.f", "rot.x", "rot.f", "irot.x", "irot.f"])
 _KERNEL_CODES = frozenset(OPS[i].code for i in range(len(OPS)) if OPS[i].name in KERNEL_OPS)
 _TWO_TARGETS = frozenset(OPS[i].code for i in range(len(OPS)) if len(OPS[i].targets) == 2)
@@ -1218,12 +1219,28 @@ cdef inline int kernel_row(VM* vm, int op, i64* y, i64* a, i64* b, i64 imm,
             return ak_trap(tc)
         y[0] = vx
         a[0] = vy
+    elif op == OP_ADDDIV_I or op == OP_SUBDIV_I or op == OP_ADDDIV_X or op == OP_SUBDIV_X:
+        if op == OP_ADDDIV_I or op == OP_SUBDIV_I:
+            tc = rvm_int_div(a[0], b[0], &v)
+        else:
+            tc = rvm_fixed_div(a[0], b[0], F, &v)
+        if tc:
+            return ak_trap(tc)
+        if op == OP_ADDDIV_I or op == OP_ADDDIV_X:
+            y[0] = <i64>(<u64>y[0] + <u64>v)
+        else:
+            y[0] = <i64>(<u64>y[0] - <u64>v)
     else:
         # float: a non-finite result traps before the cell changes
         if op == OP_ADD_F or op == OP_SUB_F:
             tc = rvm_float_add(y[0], rvm_w2f(a[0]), 1 if op == OP_ADD_F else -1, &v)
         elif op == OP_ADDI_F or op == OP_SUBI_F:
             tc = rvm_float_add(y[0], rvm_w2f(imm), 1 if op == OP_ADDI_F else -1, &v)
+        elif op == OP_ADDDIV_F or op == OP_SUBDIV_F:
+            if rvm_w2f(b[0]) == 0.0:
+                return ak_trap(AK_DIV0)
+            tc = rvm_float_add(y[0], rvm_w2f(a[0]) / rvm_w2f(b[0]),
+                               1 if op == OP_ADDDIV_F else -1, &v)
         else:
             tc = rvm_float_add(y[0], rvm_w2f(a[0]) * rvm_w2f(b[0]),
                                1 if op == OP_ADDMUL_F else -1, &v)

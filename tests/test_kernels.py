@@ -76,7 +76,10 @@ BODIES = [
     "xs[i] += f * f",                      # indexed target
     "f += g * g",                          # float overflow: a trap inside the kernel
     "f += xs[i] * h",                      # ... after a few iterations
-    "f -= xs[i] / g",                      # not a kernel op: the dispatch loop
+    "f -= xs[i] / g",
+    "j += n / k",                          # an int division by zero: a trap
+    "p += t / q[i]",                       # fixed
+    "f += h / xs[i]\n        f -= g",       # a float overflow after a few iterations
     "inc k\n        f += 1.0",
     "rot xs[i], xs[k], f",                 # the operands alias when i == k: a trap
     "rot xs[i], g, f",
