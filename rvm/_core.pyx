@@ -208,7 +208,7 @@ cdef struct VM:
     i64* k_jmp
     i64* k_rows
     i64* k_shape          # run_reduce's counter row of the kernel, or -1
-    i64* k_main           # else run_induct's main row, or -1
+    i64* k_induct         # else 1 when run_induct can run it
     int use_kernels
     # automatic differentiation (docs/ad.md): mode bits, dual arrays parallel to mem and to
     # the value stack (NULL until set_ad), and the events the rules noticed
@@ -979,47 +979,62 @@ cdef int run_reduce(VM* vm, i64 k, i64* code, int e, i64* mem, i64* fpm, i64* pa
     return tc
 
 
-# A body of one kernel row (the main row: any op above, e.g. a rotation of indexed cells) and
-# up to IMAX counter steps (inc/dec/addi/subi of int cells the main row does not touch), with
-# the loop's conditions on the counters and on cells the body does not write, runs with the
-# counters in registers: an indexed operand of the main row is the array base plus a register
-# (bounds checked per iteration), or fixed when its index cell is not written in the body.
+# A body of up to IMAX counter steps (inc/dec/addi/subi of int cells no other row touches)
+# and other kernel rows (the main rows, e.g. a rotation of indexed cells), with the loop's
+# conditions on a counter and on cells the body does not write, runs with the counters in
+# registers: an indexed operand is the array base plus a register (bounds checked per
+# iteration), or a cell fixed for the loop when its index cell is not written in the body.
 DEF IMAX = 3
 
 
 def _induct_shape(code, rows) -> int:
-    """The body's main row (its index) when run_induct can run the loop, else -1."""
-    if not 2 <= len(rows) <= IMAX + 1:
-        return -1
-    main = [j for j, r in enumerate(rows)
-            if not (int(code[r][0]) in _COUNTERS and (int(code[r][1]) & 7) != MODE_X)]
-    return main[0] if len(main) == 1 else -1
+    """1 when run_induct can run the loop (1 to IMAX counter rows and at least one other row),
+    else -1."""
+    counters = sum(1 for r in rows
+                   if int(code[r][0]) in _COUNTERS and (int(code[r][1]) & 7) != MODE_X)
+    return 1 if 1 <= counters <= IMAX and counters < len(rows) else -1
+
+
+cdef inline bint _written(i64* cell, int nm, int* mops, bint* isx, i64** fixed, i64** xb,
+                          i64* xl) noexcept nogil:
+    """A target of one of the nm main rows is, or may be (an indexed target whose array holds
+    it), `cell`."""
+    cdef int m, t
+    for m in range(nm):
+        for t in range(NCELL[mops[m]]):
+            if OP_YMASK[mops[m]] & (2 << t):
+                if isx[m * 3 + t]:
+                    if _inside(cell, xb[m * 3 + t], xl[m * 3 + t]):
+                        return 1
+                elif fixed[m * 3 + t] == cell:
+                    return 1
+    return 0
 
 
 cdef int run_induct(VM* vm, i64 k, i64* code, int e, i64* mem, i64* fpm, i64* pa, i64* left,
                     i64* pc_out, int* op_out, int ad) noexcept nogil:
-    """run_kernel for a main row with counters (see _induct_shape); -_K_DECLINED when cells
-    alias at run time, or an index fixed for the loop is out of bounds (the general kernel
-    then traps at the right step)."""
+    """run_kernel for a body of counter rows and main rows (see _induct_shape);
+    -_K_DECLINED when cells alias at run time, or an index fixed for the loop is out of bounds
+    (the general kernel then traps at the right step)."""
     cdef i64 L = vm.k_len[k], J = vm.k_jmp[k], T = vm.k_join[k]
     cdef i64* rows = vm.k_rows + k * KMAX
-    cdef int mi = <int>vm.k_main[k]
-    cdef i64 mrow = rows[mi]
-    cdef i64* cm = code + mrow * 6
-    cdef int op = <int>cm[0], nc = NCELL[op], ym = OP_YMASK[op], F = vm.F
-    cdef int nI = 0, s, t, j, q, cop, tc
+    cdef int F = vm.F, nI = 0, nm = 0, r, s, j, m, q, cop, op, nc, tc = -_K_BUDGET, at = 0
     cdef bint backward = vm.D < 0
+    cdef int role[KMAX]         # per row: counter j (>= 0) or main row -1 - m
     cdef i64* ip[IMAX]          # the counters' cells, their values and steps
     cdef i64 reg[IMAX]
     cdef i64 dl[IMAX]
-    cdef bint before[IMAX]      # the counter's row runs before the main row
-    cdef int xi[3]              # per operand slot: the counter indexing it, or -1 (fixed cell)
-    cdef bint isx[3]
-    cdef i64* fixed[3]
-    cdef i64* xb[3]
-    cdef i64 xl[3]
-    cdef i64 xq[3]
-    cdef i64* xc[3]
+    cdef int mops[KMAX]         # the main rows: op, row, immediate
+    cdef i64 mrow[KMAX]
+    cdef i64 mimm[KMAX]
+    # per main row and operand slot: the counter indexing it or -1 (a fixed cell)
+    cdef int xi[KMAX * 3]
+    cdef bint isx[KMAX * 3]
+    cdef i64* fixed[KMAX * 3]
+    cdef i64* xb[KMAX * 3]
+    cdef i64 xl[KMAX * 3]
+    cdef i64 xq[KMAX * 3]
+    cdef i64* xc[KMAX * 3]
     cdef i64* p[3]
     cdef i64* cp[4]
     cdef int cj[4]
@@ -1035,49 +1050,55 @@ cdef int run_induct(VM* vm, i64 k, i64* code, int e, i64* mem, i64* fpm, i64* pa
     cdef double* A = vm.adj
     cdef double* Tn = vm.tan
     cdef i64 lft = left[0]
-    for q in range(L):
-        if q == mi:
-            continue
-        c = code + rows[q] * 6
+    for r in range(L):
+        c = code + rows[r] * 6
         cop = <int>c[0]
-        ip[nI] = opnd(vm, c[1], mem, fpm, pa)
-        dl[nI] = 1 if cop == OP_INC_I else -1 if cop == OP_DEC_I else \
-            c[2] if cop == OP_ADDI_I else <i64>(0 - <u64>c[2])
-        before[nI] = q < mi
-        for j in range(nI):
-            if ip[j] == ip[nI]:
-                return -_K_DECLINED
-        nI += 1
-    for s in range(nc):
-        w = cm[1 + s]
-        isx[s] = (w & 7) == MODE_X
-        xi[s] = -1
-        if isx[s]:
-            xq[s] = w >> 3
-            x_operand(vm, w, mem, fpm, pa, &xb[s], &xl[s], &xc[s])
+        if cop in (OP_INC_I, OP_DEC_I, OP_ADDI_I, OP_SUBI_I) and (c[1] & 7) != MODE_X:
+            ip[nI] = opnd(vm, c[1], mem, fpm, pa)
+            dl[nI] = 1 if cop == OP_INC_I else -1 if cop == OP_DEC_I else \
+                c[2] if cop == OP_ADDI_I else <i64>(0 - <u64>c[2])
             for j in range(nI):
-                if _inside(ip[j], xb[s], xl[s]):
+                if ip[j] == ip[nI]:
                     return -_K_DECLINED
-                if xc[s] == ip[j]:
-                    xi[s] = j
-            if xi[s] < 0:
-                v = xc[s][0]
-                if <u64>v >= <u64>xl[s]:
-                    return -_K_DECLINED
-                fixed[s] = xb[s] + v
+            role[r] = nI
+            nI += 1
         else:
-            fixed[s] = opnd(vm, w, mem, fpm, pa)
-            for j in range(nI):
-                if fixed[s] == ip[j]:
-                    return -_K_DECLINED
-    # an index cell fixed for the loop must not be written by the main row
-    for s in range(nc):
-        if isx[s] and xi[s] < 0:
-            for t in range(nc):
-                if ym & (2 << t):
-                    if (isx[t] and _inside(xc[s], xb[t], xl[t])) or \
-                            (not isx[t] and fixed[t] == xc[s]):
+            mops[nm] = cop
+            mrow[nm] = rows[r]
+            mimm[nm] = c[2]
+            role[r] = -1 - nm
+            nm += 1
+    # the main rows' cells: a counter (or an array holding one) is read and written only
+    # through its register
+    for m in range(nm):
+        c = code + mrow[m] * 6
+        for s in range(NCELL[mops[m]]):
+            q = m * 3 + s
+            w = c[1 + s]
+            isx[q] = (w & 7) == MODE_X
+            xi[q] = -1
+            if isx[q]:
+                xq[q] = w >> 3
+                x_operand(vm, w, mem, fpm, pa, &xb[q], &xl[q], &xc[q])
+                for j in range(nI):
+                    if _inside(ip[j], xb[q], xl[q]):
                         return -_K_DECLINED
+                    if xc[q] == ip[j]:
+                        xi[q] = j
+            else:
+                fixed[q] = opnd(vm, w, mem, fpm, pa)
+                for j in range(nI):
+                    if fixed[q] == ip[j]:
+                        return -_K_DECLINED
+    # an index fixed for the loop: its cell is not written in the body and it is in bounds
+    for q in range(nm * 3):
+        if q % 3 < NCELL[mops[q // 3]] and isx[q] and xi[q] < 0:
+            if _written(xc[q], nm, mops, isx, fixed, xb, xl):
+                return -_K_DECLINED
+            v = xc[q][0]
+            if <u64>v >= <u64>xl[q]:
+                return -_K_DECLINED
+            fixed[q] = xb[q] + v
     # the conditions: on one counter, or on cells the body does not write
     for q in range(2):
         c = code + (J if q == 0 else T) * 6
@@ -1090,12 +1111,8 @@ cdef int run_induct(VM* vm, i64 k, i64* code, int e, i64* mem, i64* fpm, i64* pa
             for j in range(nI):
                 if cp[2 * q + s] == ip[j]:
                     cj[2 * q + s] = j
-            if cj[2 * q + s] < 0:
-                for t in range(nc):
-                    if ym & (2 << t):
-                        if (isx[t] and _inside(cp[2 * q + s], xb[t], xl[t])) or \
-                                (not isx[t] and fixed[t] == cp[2 * q + s]):
-                            return -_K_DECLINED
+            if cj[2 * q + s] < 0 and _written(cp[2 * q + s], nm, mops, isx, fixed, xb, xl):
+                return -_K_DECLINED
         if cj[2 * q] >= 0 and cj[2 * q + 1] >= 0 and cj[2 * q] != cj[2 * q + 1]:
             return -_K_DECLINED
         ct[q] = cj[2 * q] if cj[2 * q] >= 0 else cj[2 * q + 1] if cj[2 * q + 1] >= 0 else 0
@@ -1104,45 +1121,49 @@ cdef int run_induct(VM* vm, i64 k, i64* code, int e, i64* mem, i64* fpm, i64* pa
             return -_K_DECLINED
     for j in range(nI):
         reg[j] = ip[j][0]
-    tc = -_K_BUDGET
     while lft >= L + 2:
-        for j in range(nI):
-            if before[j]:
-                reg[j] = <i64>(<u64>reg[j] + <u64>dl[j])
-        # the main row's cells, as the dispatch loop checks them: the last operand out of
-        # bounds names the trap, then aliasing
-        for s in range(nc):
-            if xi[s] >= 0:
-                v = reg[xi[s]]
-                if <u64>v >= <u64>xl[s]:
-                    vm.tv[0] = xq[s]
-                    vm.tv[1] = v
-                    vm.tv[2] = xl[s]
-                    vm.tv[3] = 0
-                    tc = _T_BOUNDS
+        for r in range(L):
+            if role[r] >= 0:
+                reg[role[r]] = <i64>(<u64>reg[role[r]] + <u64>dl[role[r]])
+                continue
+            m = -1 - role[r]
+            op = mops[m]
+            nc = NCELL[op]
+            # the row's cells, as the dispatch loop checks them: the last operand out of
+            # bounds names the trap, then aliasing
+            for s in range(nc):
+                q = m * 3 + s
+                if xi[q] >= 0:
+                    v = reg[xi[q]]
+                    if <u64>v >= <u64>xl[q]:
+                        vm.tv[0] = xq[q]
+                        vm.tv[1] = v
+                        vm.tv[2] = xl[q]
+                        vm.tv[3] = 0
+                        tc = _T_BOUNDS
+                    else:
+                        p[s] = xb[q] + v
                 else:
-                    p[s] = xb[s] + v
-            else:
-                p[s] = fixed[s]
+                    p[s] = fixed[q]
+            if tc > 0:
+                break
+            y = a = b = p[0]
+            if nc > 1:
+                a = b = p[1]
+                if nc > 2:
+                    b = p[2]
+            if kernel_alias(op, y, a, b):
+                tc = _T_ALIAS
+                break
+            tc = kernel_row(vm, op, y, a, b, mimm[m], F)
+            if tc:
+                break
+            tc = -_K_BUDGET
+            if ad and AD_KIND[op] and not ad_inline(op, y, a, mem, ad, backward, A, Tn):
+                ad_rule(vm, op, code + mrow[m] * 6, y, a, b, mem, mrow[m])
         if tc > 0:
+            at = r
             break
-        y = a = b = p[0]
-        if nc > 1:
-            a = b = p[1]
-            if nc > 2:
-                b = p[2]
-        if kernel_alias(op, y, a, b):
-            tc = _T_ALIAS
-            break
-        tc = kernel_row(vm, op, y, a, b, cm[2], F)
-        if tc:
-            break
-        tc = -_K_BUDGET
-        if ad and AD_KIND[op] and not ad_inline(op, y, a, mem, ad, backward, A, Tn):
-            ad_rule(vm, op, cm, y, a, b, mem, mrow)
-        for j in range(nI):
-            if not before[j]:
-                reg[j] = <i64>(<u64>reg[j] + <u64>dl[j])
         lft -= L
         if (<u64>(reg[ct[0]] - clo[0]) <= cspan[0]) == cneg[0]:
             lft -= 1
@@ -1164,10 +1185,10 @@ cdef int run_induct(VM* vm, i64 k, i64* code, int e, i64* mem, i64* fpm, i64* pa
         left[0] = lft
         pc_out[0] = T
         op_out[0] = OP_JOIN
-    elif tc > 0:                          # the main row trapped
-        left[0] = lft - mi
-        pc_out[0] = mrow
-        op_out[0] = op
+    elif tc > 0:                          # row `at` trapped
+        left[0] = lft - at
+        pc_out[0] = rows[at]
+        op_out[0] = mops[-1 - role[at]]
     else:
         left[0] = lft
         pc_out[0] = T + e
@@ -1291,7 +1312,7 @@ cdef int run_kernel(VM* vm, i64 k, i64* code, int e, i64* mem, i64* fpm, i64* pa
         tc = run_reduce(vm, k, code, e, mem, fpm, pa, left, pc_out, op_out, ad)
         if tc != -_K_DECLINED:
             return tc
-    elif vm.k_main[k] >= 0:
+    elif vm.k_induct[k] > 0:
         tc = run_induct(vm, k, code, e, mem, fpm, pa, left, pc_out, op_out, ad)
         if tc != -_K_DECLINED:
             return tc
@@ -2467,7 +2488,7 @@ cdef class Core:
         kern = np.full(2 * max(n, 1), -1, dtype=np.int64)
         found = []
         shape = []
-        main = []
+        induct = []
         for d, (code, e) in enumerate(((fwd, 1), (inv, -1))):
             for J in np.nonzero(code[:, 0] == OP_JMP)[0]:
                 J = int(J)
@@ -2481,7 +2502,7 @@ cdef class Core:
                     found.append((J, T, rows))
                     ci = _reduce_shape(code, rows)
                     shape.append(ci)
-                    main.append(_induct_shape(code, rows) if ci < 0 else -1)
+                    induct.append(_induct_shape(code, rows) if ci < 0 else -1)
         self._kernels = found
         vm.kern = self._buf(kern)
         vm.k_len = self._buf([len(r) for _, _, r in found])
@@ -2489,7 +2510,7 @@ cdef class Core:
         vm.k_join = self._buf([T for _, T, _ in found])
         vm.k_rows = self._buf([(r + [0] * KMAX)[:KMAX] for _, _, r in found] or [0])
         vm.k_shape = self._buf(shape)
-        vm.k_main = self._buf(main)
+        vm.k_induct = self._buf(induct)
 
     def set_kernels(self, bint on) -> None:
         """Run simple loops by their kernels (default) or instruction by instruction."""
@@ -2506,7 +2527,7 @@ cdef class Core:
         (every row through run_kernel's loop); a specialized form that finds its cells
         aliased at run time falls back to the general one."""
         cdef VM* vm = &self.vm
-        return ["reduce" if vm.k_shape[i] >= 0 else "induct" if vm.k_main[i] >= 0
+        return ["reduce" if vm.k_shape[i] >= 0 else "induct" if vm.k_induct[i] > 0
                 else "general" for i in range(len(self._kernels))]
 
     cdef i64* _buf(self, values):
