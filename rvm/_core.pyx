@@ -2619,14 +2619,16 @@ cdef class Core:
 
     def gradient(self, i64 of_addr, dict inputs, dict input_cells, cnp.ndarray def_addrs,
                  cnp.ndarray def_words, cnp.ndarray wrt_addrs, cnp.ndarray out,
-                 cnp.ndarray words) -> int:
-        """One reverse-mode gradient in one call (rvm.grad_fn's fast path): the start state
-        with the input defaults (def_addrs, def_words) and `inputs` (name -> a Python float or
-        int, or for a float array a list of Python floats or a float64 array, stored where
-        input_cells says: name -> (address, 0 int / 1 float / 2 float array, length)), a
-        forward run,
-        the adjoint of of_addr seeded with 1, the adjoint sweep back to the start, and
-        out[k] = the adjoint of cell wrt_addrs[k].  words (3, n) gets the first n globals'
+                 cnp.ndarray words, cnp.ndarray tangent=None,
+                 cnp.ndarray out_t=None) -> int:
+        """One reverse-mode gradient in one call (the fast path of rvm.grad_fn and of the
+        Hessian passes): the start state with the input defaults (def_addrs, def_words) and
+        `inputs` (name -> a Python float or int, or for a float array a list of Python floats
+        or a float64 array, stored where input_cells says: name -> (address, 0 int / 1 float /
+        2 float array, length)), a forward run, the adjoint of of_addr seeded with 1, the
+        adjoint sweep back to the start, and out[k] = the adjoint of cell wrt_addrs[k].  With
+        `tangent` (one per wrt cell) the forward run carries those tangents and the sweep the
+        adjoints' tangents: out_t[k] = (H tangent)[k].  words (3, n) gets the first n globals'
         words at the start, at the end and back at the start.  Returns 0, or 1 when the
         general path must run instead (an input it does not store, a trap, a trace, a
         breakpoint, a non-finite derivative): that path reports it."""
@@ -2639,6 +2641,7 @@ cdef class Core:
         cdef double* g = <double*>cnp.PyArray_DATA(out)
         cdef i64* ws = _ptr(words)
         cdef i64 nw = words.shape[1]
+        cdef bint hvp = tangent is not None
         if vm.brk != NULL or vm.n_watch != 0 or nw > vm.n_static:
             return 1
         if self._duals is None:
@@ -2698,14 +2701,21 @@ cdef class Core:
         memcpy(ws, vm.mem, nw * sizeof(i64))
         # forward, then the adjoint sweep back (in slices, so that Ctrl-C can stop a long run)
         rc = _R_BUDGET
+        if hvp:
+            vm.ad = _AD_TAN
+            for i in range(wrt_addrs.shape[0]):
+                vm.tan[wa[i]] = (<double*>cnp.PyArray_DATA(tangent))[i]
         while rc == _R_BUDGET:
-            rc = vm_run(vm, 1 << 24, &executed, <Plain*>NULL)
+            if hvp:
+                rc = vm_run(vm, 1 << 24, &executed, <Instrumented*>NULL)
+            else:
+                rc = vm_run(vm, 1 << 24, &executed, <Plain*>NULL)
             PyErr_CheckSignals()
         if rc != _R_BOUNDARY:
             return 1
         self.last_n = vm.steps
         memcpy(ws + nw, vm.mem, nw * sizeof(i64))
-        vm.ad = _AD_ADJ
+        vm.ad = _AD_ADJ | (_AD_TAN if hvp else 0)
         vm.trace_ack = 0
         vm.D = -1
         vm.adj[of_addr] = 1.0
@@ -2720,6 +2730,10 @@ cdef class Core:
             g[i] = vm.adj[wa[i]]
             if not isfinite(g[i]):
                 return 1
+            if hvp:
+                (<double*>cnp.PyArray_DATA(out_t))[i] = vm.adjt[wa[i]]
+                if not isfinite(vm.adjt[wa[i]]):
+                    return 1
         return 0
 
     def clear_duals(self) -> None:

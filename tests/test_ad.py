@@ -223,6 +223,28 @@ def test_grad_fn_fast_calls_equal_derivatives(name, of, wrt, calls):
         assert all(np.array_equal(g[k], copy[k]) for k in g)
 
 
+@pytest.mark.parametrize("name, of, wrt, inputs", [
+    ("besselj_rec.rasm", "out", ["z"], {"z": 2.5}),
+    ("norm.rasm", "res", ["x"], {}),
+    ("petersen.rasm", "loss", ["x[0]", "x[5]", "x[17]"], {}),
+])
+def test_hessian_passes_in_the_core_equal_the_general_ones(name, of, wrt, inputs):
+    """A Hessian column is one core call (Core.gradient with a tangent) when the inputs allow
+    it; a numpy scalar input takes the general path: the same numbers either way."""
+    prog = rvm.assemble(PROGRAMS / name)
+    fast = rvm.derivatives(prog, of, wrt, inputs, hessian=True, direction={w: 1.0 for w in wrt})
+    m = rvm.Machine(prog)
+    r = rvm.ad.engine._Runner(prog, of, wrt, m)
+    r.fast = lambda *a, **k: False                    # force the general passes
+    slow = rvm.derivatives(prog, of, wrt, inputs, hessian=True,
+                           direction={w: 1.0 for w in wrt}, _runner=r)
+    assert fast.hessian.tolist() == slow.hessian.tolist()
+    assert {k: np.asarray(v).tolist() for k, v in fast.hvp.items()} == \
+        {k: np.asarray(v).tolist() for k, v in slow.hvp.items()}
+    assert (fast.value, fast.steps, fast.drift) == (slow.value, slow.steps, slow.drift)
+    assert np.allclose(fast.hessian, fast.hessian.T, rtol=1e-9, atol=1e-12)
+
+
 def test_grad_fn_takes_the_general_path_when_it_must():
     prog = rvm.assemble(PROGRAMS / "umm.rasm")
     f = rvm.grad_fn(prog, of="loss", wrt="theta")

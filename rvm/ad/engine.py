@@ -190,6 +190,35 @@ class _Runner:
         if self.of is not None:
             self.of_type = next(g.type for g in program.globals
                                 if g.addr <= self.of.addr < g.addr + g.size)
+        self._fast: tuple | None = None
+
+    # -- the one-call pass in the core (Core.gradient) -----------------------------------
+    def fast(self, inputs: Mapping[str, Any] | None, tangent: np.ndarray | None = None) -> bool:
+        """Reset, forward, adjoint sweep (with `tangent`: also the adjoints' tangents) in one
+        core call; then self.g is the gradient, self.h the Hessian-vector product and
+        self.words the globals' words at the start, the end and back at the start.  False
+        when the general path must run (inputs the core does not store, a trap, a trace, a
+        non-finite derivative); the general path reports it."""
+        if self._fast is None:
+            prog = self.program
+            addrs, words = self.m._defaults()
+            # inputs the core stores itself: int and float scalars, float arrays
+            cells = {g.name: (g.addr, 2 if g.length is not None else int(g.type == FLOAT),
+                              g.length or 1) for g in prog.globals
+                     if g.is_input and (g.type == FLOAT or (g.type == INT and g.length is None))}
+            self._fast = (cells, addrs.astype(np.int64), words,
+                          np.array([c.addr + k for c in self.wrt for k in range(c.size)],
+                                   dtype=np.int64))
+            self.g, self.h = np.zeros(self.n), np.zeros(self.n)
+            self.words = np.zeros((3, self.n_globals), dtype=np.int64)
+        cells, def_addrs, def_words, wrt_addrs = self._fast
+        return self.core.gradient(self.of.addr, inputs or {}, cells, def_addrs, def_words,
+                                  wrt_addrs, self.g, self.words, tangent, self.h) == 0
+
+    def fast_loss(self) -> float:
+        """The loss at the end of the last fast pass's forward run."""
+        return float(decode(self.of_type, int(self.words[1][self.of.addr]),
+                            self.program.fraction_bits))
 
     # -- passes ------------------------------------------------------------------------
     def start(self, mode: int, inputs: Mapping[str, Any] | None) -> None:
@@ -340,6 +369,16 @@ def derivatives(program: Program | str | os.PathLike, of: str | None = None,
                                                        c.shape or ()).ravel() for c in r.wrt]))
     columns = []
     for v in vectors:
+        if max_steps is None and r.fast(inputs, np.ascontiguousarray(v, dtype=np.float64)):
+            columns.append(r.h.copy())
+            if out.value is None:
+                out.value = r.fast_loss()
+                out._end = (r.m, r.words[1].copy())
+                out.steps = r.core.last_n
+            if out.gradient is None:
+                out.gradient = _split(r.g.copy(), r.wrt)
+                out.drift = _drift(prog, r.words[2], r.words[0])
+            continue
         r.start(_core.AD_TAN, inputs)
         start = r.globals_words()
         r.seed_tangents(v)
@@ -373,7 +412,7 @@ def _drift(program: Program, now: np.ndarray, start: np.ndarray) -> dict[str, fl
     """Globals whose words differ between `now` and `start`, with the largest difference of
     their values."""
     now = now[:len(start)]
-    if np.array_equal(now, start):
+    if now.tobytes() == start.tobytes():          # the common case, cheaply
         return {}
     F, out = program.fraction_bits, {}
     for g in program.globals:
@@ -434,35 +473,24 @@ class GradFn:
     def __init__(self, program: Program, of: str, wrt: str | Sequence[str],
                  check_ancillas: bool, options: dict[str, Any]):
         self.program, self.of, self.wrt = program, of, wrt
-        self.runner = r = _Runner(program, of, _wrt_list(wrt))
+        self.runner = _Runner(program, of, _wrt_list(wrt))
         self.check_ancillas, self.options = check_ancillas, options
         self._first = True
         self._last: Derivatives | None = None
-        self._out = np.zeros(r.n)
-        self._views = any(c.shape for c in r.wrt)
-        self._addrs = np.array([c.addr + k for c in r.wrt for k in range(c.size)], dtype=np.int64)
-        self._words = np.zeros((3, program.n_globals), dtype=np.int64)
-        defaults = r.m._defaults()
-        self._defaults = (defaults[0].astype(np.int64), defaults[1])
-        # inputs the core stores itself: int and float scalars, float arrays
-        self._cells = {g.name: (g.addr, 2 if g.length is not None else int(g.type == FLOAT),
-                                g.length or 1) for g in program.globals
-                       if g.is_input and (g.type == FLOAT or (g.type == INT and g.length is None))}
-        # the fast path has no step limit or ancilla check to honour
+        self._views = any(c.shape for c in self.runner.wrt)
+        # the fast pass has no step limit or ancilla check to honour
         self._fast = not check_ancillas and options.get("max_steps") is None
 
     def __call__(self, inputs: Mapping[str, Any] | None = None) -> dict[str, Any]:
         r = self.runner
-        if not self._first and self._fast and r.core.gradient(
-                r.of.addr, inputs or {}, self._cells, self._defaults[0], self._defaults[1],
-                self._addrs, self._out, self._words) == 0:
+        if not self._first and self._fast and r.fast(inputs):
             self._last = None
-            out, res, at = self._out, {}, 0
+            g, res, at = r.g, {}, 0
             for c in r.wrt:
-                res[c.name] = out[at] if not c.shape else out[at:at + c.size].reshape(c.shape)
+                res[c.name] = g[at] if not c.shape else g[at:at + c.size].reshape(c.shape)
                 at += c.size
-            if self._views:               # the arrays returned are views of out
-                self._out = np.empty_like(out)
+            if self._views:               # the arrays returned are views of r.g
+                r.g = np.empty_like(g)
             self._grad = res
             return res
         res = derivatives(self.program, self.of, self.wrt, inputs,
@@ -476,12 +504,10 @@ class GradFn:
     def last(self) -> Derivatives | None:
         """The last call's Derivatives (built on demand after a fast call)."""
         if self._last is None and not self._first:
-            r, w = self.runner, self._words
+            r, w = self.runner, self.runner.words
             self._last = Derivatives(cells=r.wrt, gradient=self._grad, steps=r.core.last_n,
-                                     _end=(r.m, w[1].copy()),
-                                     value=float(decode(r.of_type, int(w[1][r.of.addr]),
-                                                        self.program.fraction_bits)),
-                                     drift=_drift(r.m.program, w[2], w[0]))
+                                     _end=(r.m, w[1].copy()), value=r.fast_loss(),
+                                     drift=_drift(self.program, w[2], w[0]))
         return self._last
 
 
