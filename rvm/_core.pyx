@@ -616,9 +616,10 @@ def _direct_cond(row) -> bool:
 
 
 cdef enum:
-    _K_EXIT = 0           # the loop ended: pc is past its jmp
-    _K_BUDGET = 1         # not enough budget for another iteration: pc at the body's start
-    _K_DECLINED = 2       # operands alias at run time: the dispatch loop runs it instead
+    # (all nonzero: -_K_EXIT is also back_edge's "stop", where 0 means "go on")
+    _K_EXIT = 1           # the loop ended: pc is past its jmp
+    _K_BUDGET = 2         # not enough budget for another iteration: pc at the body's start
+    _K_DECLINED = 3       # operands alias at run time: the dispatch loop runs it instead
 
 
 cdef void x_operand(VM* vm, i64 w, i64* mem, i64* fpm, i64* pa, i64** base, i64* length,
@@ -675,13 +676,33 @@ def _reduce_shape(code, rows) -> int:
     return -1
 
 
-cdef bint counter_cond(i64 cc, bint a_cnt, bint b_cnt, i64 a, i64 b, i64* lo, u64* span,
-                       bint* neg) noexcept nogil:
+cdef struct CounterTest:
+    # a loop condition as a test of the counter: true iff (u64)(cnt - lo) <= span, xor neg
+    i64 lo
+    u64 span
+    bint neg
+
+
+cdef inline int back_edge(CounterTest jmp, CounterTest join, i64 jv, i64 tv) noexcept nogil:
+    """After an iteration, with the values of the counters the two conditions test: 0 to go
+    on, -_K_EXIT when the loop's jmp falls through, _T_COMEFROM when its join's come-from
+    check fails."""
+    if ((<u64>(jv - jmp.lo) <= jmp.span) == jmp.neg):
+        return -_K_EXIT
+    if ((<u64>(tv - join.lo) <= join.span) == join.neg):
+        return _T_COMEFROM
+    return 0
+
+
+cdef bint counter_cond(i64 cc, bint a_cnt, bint b_cnt, i64 a, i64 b,
+                       CounterTest* out) noexcept nogil:
     """An int condition `a REL b` of a loop, where a and/or b may be the counter and the other
-    operand is fixed, as a test of the counter: true iff (u64)(cnt - lo) <= span, xor neg
-    (in what follows `a` is the fixed operand).
-    Returns 0 when the condition is not on int words (run_reduce then declines)."""
+    operand is fixed, as a CounterTest (in what follows `a` is the fixed operand).  Returns 0
+    when the condition is not on int words (the caller then declines)."""
     cdef int m, t = <int>((cc >> 4) & 3)
+    cdef i64* lo = &out.lo
+    cdef u64* span = &out.span
+    cdef bint* neg = &out.neg
     lo[0] = INT64_MIN
     span[0] = UINT64_MAX
     neg[0] = 0
@@ -725,25 +746,46 @@ cdef inline bint _inside(i64* p, i64* base, i64 n) noexcept nogil:
     return base <= p < base + n
 
 
+cdef int kernel_exit(VM* vm, int tc, i64 lft, i64 at, i64 J, i64 T, int e, int op,
+                     i64* left, i64* pc_out, int* op_out) noexcept nogil:
+    """Where a specialized kernel leaves the machine (as run_kernel does): past the jmp, at
+    the join that traps, at the row `at` of the body that trapped (op) after `at` rows of
+    the iteration ran, or at the body's start when the budget is used up."""
+    if tc == -_K_EXIT:
+        left[0] = lft - 1
+        pc_out[0] = J + e
+    elif tc == _T_COMEFROM:
+        left[0] = lft - 1                 # the jmp ran; the join traps
+        vm.tv[0] = 0
+        vm.tv[1] = 1
+        pc_out[0] = T
+        op_out[0] = OP_JOIN
+    elif tc > 0:
+        left[0] = lft - at
+        pc_out[0] = (T + e) + at * e
+        op_out[0] = op
+    else:
+        left[0] = lft
+        pc_out[0] = T + e
+    return tc
+
+
 cdef struct ReduceLoop:
     # the state run_reduce's tight loops carry in registers
     i64 cnt
     i64 delta
     i64 lft
-    i64 jlo
-    i64 tlo
-    u64 jspan
-    u64 tspan
-    bint jneg
-    bint tneg
+    CounterTest jmp
+    CounterTest join
 
 
 cdef int reduce_float(ReduceLoop* L, double* acc, double d, double* ga, double gy) noexcept nogil:
     """acc += d (d signed) every iteration, ga -= gy (an adjoint in a register; dropped when
     unused): the float update with a loop-invariant increment.  Returns run_reduce's code."""
     cdef double a = acc[0], g = ga[0], r
-    cdef i64 cnt = L.cnt, lft = L.lft
-    cdef int tc = -_K_BUDGET
+    cdef i64 cnt = L.cnt, lft = L.lft, delta = L.delta
+    cdef CounterTest jt = L.jmp, tt = L.join
+    cdef int tc = -_K_BUDGET, t
     while lft >= 4:
         r = a + d
         if not isfinite(r):
@@ -751,13 +793,11 @@ cdef int reduce_float(ReduceLoop* L, double* acc, double d, double* ga, double g
             break
         a = r
         g -= gy
-        cnt = <i64>(<u64>cnt + <u64>L.delta)
+        cnt = <i64>(<u64>cnt + <u64>delta)
         lft -= 2
-        if (<u64>(cnt - L.jlo) <= L.jspan) == L.jneg:
-            tc = -_K_EXIT
-            break
-        if (<u64>(cnt - L.tlo) <= L.tspan) == L.tneg:
-            tc = _T_COMEFROM
+        t = back_edge(jt, tt, cnt, cnt)
+        if t:
+            tc = t
             break
         lft -= 2
     acc[0] = a
@@ -770,17 +810,16 @@ cdef int reduce_float(ReduceLoop* L, double* acc, double d, double* ga, double g
 cdef int reduce_int(ReduceLoop* L, i64* acc, i64 d) noexcept nogil:
     """acc += d (wrapping) every iteration: the int or fixed update with a loop-invariant
     increment."""
-    cdef i64 a = acc[0], cnt = L.cnt, lft = L.lft
-    cdef int tc = -_K_BUDGET
+    cdef i64 a = acc[0], cnt = L.cnt, lft = L.lft, delta = L.delta
+    cdef CounterTest jt = L.jmp, tt = L.join
+    cdef int tc = -_K_BUDGET, t
     while lft >= 4:
         a = <i64>(<u64>a + <u64>d)
-        cnt = <i64>(<u64>cnt + <u64>L.delta)
+        cnt = <i64>(<u64>cnt + <u64>delta)
         lft -= 2
-        if (<u64>(cnt - L.jlo) <= L.jspan) == L.jneg:
-            tc = -_K_EXIT
-            break
-        if (<u64>(cnt - L.tlo) <= L.tspan) == L.tneg:
-            tc = _T_COMEFROM
+        t = back_edge(jt, tt, cnt, cnt)
+        if t:
+            tc = t
             break
         lft -= 2
     acc[0] = a
@@ -812,15 +851,12 @@ cdef int run_reduce(VM* vm, i64 k, i64* code, int e, i64* mem, i64* fpm, i64* pa
     cdef bint isx[2]
     cdef i64* xi
     cdef i64* cp[4]
-    cdef i64 jlo, tlo
-    cdef u64 jspan, tspan
-    cdef bint jneg, tneg
     cdef i64 jcc, tcc, delta, cnt, acc, di = 0, av, bv, w
     cdef double accf, df = 0.0, gy = 0.0, ga = 0.0, r
     cdef double* A = vm.adj
     cdef double* Tn = vm.tan
     cdef i64 lft = left[0]
-    cdef int tc
+    cdef int tc, t
     cdef ReduceLoop RL
     if op == OP_SUB_I or op == OP_SUB_X or op == OP_SUB_F or op == OP_SUBI_I \
             or op == OP_SUBI_X or op == OP_SUBI_F or op == OP_SUBMUL_I \
@@ -855,9 +891,8 @@ cdef int run_reduce(VM* vm, i64 k, i64* code, int e, i64* mem, i64* fpm, i64* pa
             cp[s] = opnd(vm, code[(J if s < 2 else T) * 6 + 2 + (s & 1)], mem, fpm, pa)
         if cp[s] == yp:
             return -_K_DECLINED
-    if not counter_cond(jcc, cp[0] == ip, cp[1] == ip, cp[0][0], cp[1][0], &jlo, &jspan, &jneg) \
-            or not counter_cond(tcc, cp[2] == ip, cp[3] == ip, cp[2][0], cp[3][0], &tlo, &tspan,
-                                &tneg):
+    if not counter_cond(jcc, cp[0] == ip, cp[1] == ip, cp[0][0], cp[1][0], &RL.jmp) \
+            or not counter_cond(tcc, cp[2] == ip, cp[3] == ip, cp[2][0], cp[3][0], &RL.join):
         return -_K_DECLINED
     # the increment when it is loop-invariant
     if nsrc == 0:
@@ -880,18 +915,12 @@ cdef int run_reduce(VM* vm, i64 k, i64* code, int e, i64* mem, i64* fpm, i64* pa
         ga = A[sp[0] - mem]
     cnt = ip[0]
     acc = yp[0]
-    accf = rvm_w2f(acc)
+    accf = (<double*>yp)[0]           # a float target as a double: it stays in a float
     tc = -_K_BUDGET
     if inv and (ad == 0 or reg_adj):
         RL.cnt = cnt
         RL.delta = delta
         RL.lft = lft
-        RL.jlo = jlo
-        RL.jspan = jspan
-        RL.jneg = jneg
-        RL.tlo = tlo
-        RL.tspan = tspan
-        RL.tneg = tneg
         if isf:
             tc = reduce_float(&RL, &accf, df if sg > 0 else -df, &ga, gy)
         else:
@@ -900,8 +929,6 @@ cdef int run_reduce(VM* vm, i64 k, i64* code, int e, i64* mem, i64* fpm, i64* pa
         lft = RL.lft
         if tc > 0 and ci == 0:            # the counter ran before the update trapped
             cnt = <i64>(<u64>cnt + <u64>delta)
-        if tc == -_K_EXIT or tc == _T_COMEFROM:
-            lft -= 1
     while lft >= 4 and not (inv and (ad == 0 or reg_adj)):
         if ci == 0:
             cnt = <i64>(<u64>cnt + <u64>delta)
@@ -947,36 +974,20 @@ cdef int run_reduce(VM* vm, i64 k, i64* code, int e, i64* mem, i64* fpm, i64* pa
         if ci == 1:
             cnt = <i64>(<u64>cnt + <u64>delta)
         lft -= 2
-        if (<u64>(cnt - jlo) <= jspan) == jneg:
-            lft -= 1
-            tc = -_K_EXIT
-            break
-        if (<u64>(cnt - tlo) <= tspan) == tneg:
-            lft -= 1                      # the jmp ran; the join traps
-            vm.tv[0] = 0
-            vm.tv[1] = 1
-            tc = _T_COMEFROM
+        t = back_edge(RL.jmp, RL.join, cnt, cnt)
+        if t:
+            tc = t
             break
         lft -= 2
     ip[0] = cnt
-    yp[0] = rvm_f2w(accf) if isf else acc
+    if isf:                               # register through the tight loop
+        (<double*>yp)[0] = accf
+    else:
+        yp[0] = acc
     if reg_adj:
         A[sp[0] - mem] = ga
-    if tc == -_K_EXIT:
-        left[0] = lft
-        pc_out[0] = J + e
-    elif tc == _T_COMEFROM:
-        left[0] = lft
-        pc_out[0] = T
-        op_out[0] = OP_JOIN
-    elif tc > 0:                          # the update trapped: the counter ran first or not
-        left[0] = lft - (1 - ci)
-        pc_out[0] = urow
-        op_out[0] = op
-    else:
-        left[0] = lft
-        pc_out[0] = T + e
-    return tc
+    # a trapped update ran after the counter or not
+    return kernel_exit(vm, tc, lft, 1 - ci, J, T, e, op, left, pc_out, op_out)
 
 
 # A body of up to IMAX counter steps (inc/dec/addi/subi of int cells no other row touches)
@@ -1039,9 +1050,7 @@ cdef int run_induct(VM* vm, i64 k, i64* code, int e, i64* mem, i64* fpm, i64* pa
     cdef i64* cp[4]
     cdef int cj[4]
     cdef int ct[2]              # the counter each condition tests
-    cdef i64 clo[2]
-    cdef u64 cspan[2]
-    cdef bint cneg[2]
+    cdef CounterTest ctest[2]
     cdef i64 cc_, v, w
     cdef i64* c
     cdef i64* y
@@ -1117,7 +1126,7 @@ cdef int run_induct(VM* vm, i64 k, i64* code, int e, i64* mem, i64* fpm, i64* pa
             return -_K_DECLINED
         ct[q] = cj[2 * q] if cj[2 * q] >= 0 else cj[2 * q + 1] if cj[2 * q + 1] >= 0 else 0
         if not counter_cond(cc_, cj[2 * q] >= 0, cj[2 * q + 1] >= 0, cp[2 * q][0],
-                            cp[2 * q + 1][0], &clo[q], &cspan[q], &cneg[q]):
+                            cp[2 * q + 1][0], &ctest[q]):
             return -_K_DECLINED
     for j in range(nI):
         reg[j] = ip[j][0]
@@ -1165,34 +1174,15 @@ cdef int run_induct(VM* vm, i64 k, i64* code, int e, i64* mem, i64* fpm, i64* pa
             at = r
             break
         lft -= L
-        if (<u64>(reg[ct[0]] - clo[0]) <= cspan[0]) == cneg[0]:
-            lft -= 1
-            tc = -_K_EXIT
-            break
-        if (<u64>(reg[ct[1]] - clo[1]) <= cspan[1]) == cneg[1]:
-            lft -= 1                      # the jmp ran; the join traps
-            vm.tv[0] = 0
-            vm.tv[1] = 1
-            tc = _T_COMEFROM
+        q = back_edge(ctest[0], ctest[1], reg[ct[0]], reg[ct[1]])
+        if q:
+            tc = q
             break
         lft -= 2
     for j in range(nI):
         ip[j][0] = reg[j]
-    if tc == -_K_EXIT:
-        left[0] = lft
-        pc_out[0] = J + e
-    elif tc == _T_COMEFROM:
-        left[0] = lft
-        pc_out[0] = T
-        op_out[0] = OP_JOIN
-    elif tc > 0:                          # row `at` trapped
-        left[0] = lft - at
-        pc_out[0] = rows[at]
-        op_out[0] = mops[-1 - role[at]]
-    else:
-        left[0] = lft
-        pc_out[0] = T + e
-    return tc
+    return kernel_exit(vm, tc, lft, at, J, T, e, mops[-1 - role[at]] if tc > 0 else 0, left,
+                       pc_out, op_out)
 
 
 cdef inline int kernel_row(VM* vm, int op, i64* y, i64* a, i64* b, i64 imm,
