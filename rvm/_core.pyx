@@ -807,14 +807,16 @@ cdef int reduce_float(ReduceLoop* L, double* acc, double d, double* ga, double g
     return tc
 
 
-cdef int reduce_int(ReduceLoop* L, i64* acc, i64 d) noexcept nogil:
-    """acc += d (wrapping) every iteration: the int or fixed update with a loop-invariant
-    increment."""
+cdef int reduce_int(ReduceLoop* L, i64* acc, i64 d, double* ga, double gy) noexcept nogil:
+    """acc += d (wrapping) every iteration, ga -= gy: the int or fixed update with a
+    loop-invariant increment (see reduce_float)."""
     cdef i64 a = acc[0], cnt = L.cnt, lft = L.lft, delta = L.delta
+    cdef double g = ga[0]
     cdef CounterTest jt = L.jmp, tt = L.join
     cdef int tc = -_K_BUDGET, t
     while lft >= 4:
         a = <i64>(<u64>a + <u64>d)
+        g -= gy
         cnt = <i64>(<u64>cnt + <u64>delta)
         lft -= 2
         t = back_edge(jt, tt, cnt, cnt)
@@ -823,6 +825,7 @@ cdef int reduce_int(ReduceLoop* L, i64* acc, i64 d) noexcept nogil:
             break
         lft -= 2
     acc[0] = a
+    ga[0] = g
     L.cnt = cnt
     L.lft = lft
     return tc
@@ -841,7 +844,8 @@ cdef int run_reduce(VM* vm, i64 k, i64* code, int e, i64* mem, i64* fpm, i64* pa
     cdef int op = <int>cu[0], cop = <int>cc[0], ty = OP_TYPE[op], F = vm.F
     cdef int nsrc = NCELL[op] - 1, s, sg = 1, pf = AD_PF[op]
     cdef bint isf = ty == TY_FLOAT, mul = nsrc == 2, inv = 1, backward = vm.D < 0
-    cdef bint reg_adj = 0
+    cdef bint reg_adj = 0       # the rule's one changing dual is in a register (ga)
+    cdef i64* gcell = NULL
     cdef i64* yp = opnd(vm, cu[1], mem, fpm, pa)
     cdef i64* ip = opnd(vm, cc[1], mem, fpm, pa)
     cdef i64* sp[2]
@@ -907,12 +911,20 @@ cdef int run_reduce(VM* vm, i64 k, i64* code, int e, i64* mem, i64* fpm, i64* pa
                 <i64>(<u64>av * <u64>bv) if mul else av
     if isf and nsrc == 0:
         df = rvm_w2f(di)
-    # the adjoint sweep of y += s*a with a a direct cell: abar -= s*ybar each iteration,
-    # ybar constant (as ad_inline does it, in a register)
-    if ad == _AD_ADJ and backward and AD_KIND[op] and pf == PF_ONE and inv:
-        reg_adj = 1
-        gy = AD_SIGN[op] * A[yp - mem]
-        ga = A[sp[0] - mem]
+    # the rule of y += s*a with a a direct cell, as ad_inline runs it, in a register: in the
+    # adjoint sweep abar -= s*ybar with ybar constant, in tangent mode y' += s*a' (written
+    # y' -= -(s*a'), the same number) with a' constant
+    if AD_KIND[op] and pf == PF_ONE and inv:
+        if ad == _AD_ADJ and backward:
+            reg_adj = 1
+            gcell = sp[0]
+            gy = AD_SIGN[op] * A[yp - mem]
+        elif ad == _AD_TAN:
+            reg_adj = 1
+            gcell = yp
+            gy = -(AD_SIGN[op] * Tn[sp[0] - mem])
+        if reg_adj:
+            ga = (A if ad == _AD_ADJ else Tn)[gcell - mem]
     cnt = ip[0]
     acc = yp[0]
     accf = (<double*>yp)[0]           # a float target as a double: it stays in a float
@@ -924,7 +936,7 @@ cdef int run_reduce(VM* vm, i64 k, i64* code, int e, i64* mem, i64* fpm, i64* pa
         if isf:
             tc = reduce_float(&RL, &accf, df if sg > 0 else -df, &ga, gy)
         else:
-            tc = reduce_int(&RL, &acc, di if sg > 0 else <i64>(0 - <u64>di))
+            tc = reduce_int(&RL, &acc, di if sg > 0 else <i64>(0 - <u64>di), &ga, gy)
         cnt = RL.cnt
         lft = RL.lft
         if tc > 0 and ci == 0:            # the counter ran before the update trapped
@@ -985,7 +997,7 @@ cdef int run_reduce(VM* vm, i64 k, i64* code, int e, i64* mem, i64* fpm, i64* pa
     else:
         yp[0] = acc
     if reg_adj:
-        A[sp[0] - mem] = ga
+        (A if ad == _AD_ADJ else Tn)[gcell - mem] = ga
     # a trapped update ran after the counter or not
     return kernel_exit(vm, tc, lft, 1 - ci, J, T, e, op, left, pc_out, op_out)
 

@@ -158,17 +158,22 @@ func main() {
 """
 
 
+@pytest.mark.parametrize("fixed", [False, True])
 @pytest.mark.parametrize("wrt", [["a", "b", "c"], ["c"]])
-def test_reduction_gradients_are_the_same_with_and_without_kernels(wrt):
-    prog = rvm.assemble(DOT)
+def test_reduction_gradients_are_the_same_with_and_without_kernels(wrt, fixed):
+    """The reduce kernel keeps the changing dual of `s += c` in a register (the adjoint of c
+    in the adjoint sweep, the tangent of s in tangent mode), for float and fixed cells."""
+    prog = rvm.assemble(DOT.replace("float", "fixed") if fixed else DOT)
     assert [len(rows) for _, _, rows in rvm.Machine(prog).core.kernels] == [2, 2, 2, 2]
     results = []
     for kernels in (True, False):
         m = rvm.Machine(prog)
         m.core.set_kernels(kernels)
         d = rvm.derivatives(prog, "s", wrt, {}, hessian=len(wrt) == 1, machine=m)
+        t = {k: np.asarray(v).tolist()
+             for k, v in rvm.jvp(prog, {}, {w: 1.0 for w in wrt}, machine=m).items()}
         results.append((d.value, {k: np.asarray(v).tolist() for k, v in d.gradient.items()},
-                        None if d.hessian is None else d.hessian.tolist()))
+                        None if d.hessian is None else d.hessian.tolist(), t))
     assert results[0] == results[1]
     grad = results[0][1]
     assert grad["c"] == 6.0
