@@ -90,6 +90,8 @@ BODIES = [
     # one update and the counter: run_reduce keeps the target and i in registers
     "p += q[i] * t",                       # fixed, indexed by the counter: a bounds trap at 4
     "f -= 2.5",
+    "p += t",                              # an invariant source: the dual in a register
+    "f -= g",
     "f += xs[i] * xs[i]",
     "j += n * n",
     "k -= i",                              # reads the counter: the general kernel
@@ -104,6 +106,29 @@ def test_loop_bodies_run_the_same_with_and_without_kernels(body, n):
     same_both_ways(prog, {"n": n})
     for chunks in ([1] * 12, [3, 5, 7, 11], [2, 50]):      # step limits inside the kernel
         same_both_ways(prog, {"n": n}, chunks)
+
+
+def derivative_run(prog, of, kernels):
+    """What differentiating shows from outside: gradient and tangents, or the error."""
+    m = rvm.Machine(prog)
+    m.core.set_kernels(kernels)
+    wrt = ["f", "g", "p", "t", "xs", "q"]
+    try:
+        d = rvm.derivatives(prog, of, wrt, {"n": 5}, machine=m)
+        t = rvm.jvp(prog, {"n": 5}, {w: 0.5 for w in wrt}, machine=m)
+    except (Trap, rvm.errors.RVMError) as e:
+        return ("error", type(e).__name__, str(e).splitlines()[0])
+    return (d.value, {k: np.asarray(v).tolist() for k, v in d.gradient.items()},
+            {k: np.asarray(v).tolist() for k, v in t.items()}, d.drift)
+
+
+@pytest.mark.filterwarnings("ignore::rvm.ad.ReleasedTangentWarning")
+@pytest.mark.parametrize("body", BODIES)
+@pytest.mark.parametrize("of", ["f", "p"])
+def test_loop_bodies_differentiate_the_same_with_and_without_kernels(body, of):
+    """Adjoint and tangent rules inside every kernel form, float and fixed."""
+    prog = rvm.assemble(LOOPS.replace("BODY", body))
+    assert derivative_run(prog, of, True) == derivative_run(prog, of, False)
 
 
 def test_kernels_are_found_for_the_benchmark_loops():
