@@ -392,6 +392,48 @@ cdef inline void ad_check(VM* vm, double x, i64 pc) noexcept nogil:
         vm.ev_nonfinite += 1
 
 
+cdef inline void ad_rot(VM* vm, int s, int ty, i64 iy, i64 ia, i64 ib, double cs, double sn,
+                        i64* mem, i64 pc) noexcept nogil:
+    """The rule of an executed rotation (x, y) <- R(phi)(x, y), phi = s*theta, of the cells
+    iy, ia by the angle in ib, with cs = cos(theta) and sn = s*sin(theta); the values now
+    are the results."""
+    cdef bint tan_on = (vm.ad & _AD_TAN) != 0
+    cdef bint adj_on = (vm.ad & _AD_ADJ) != 0 and vm.D < 0
+    cdef double* T = vm.tan
+    cdef double* A = vm.adj
+    cdef double* AT = vm.adjt
+    cdef double xa, ya, xp, yp, txb, tyb, tth, ax, ay, atx, aty, nax, nay
+    xa = real_of(mem[iy], ty, vm.F)
+    ya = real_of(mem[ia], ty, vm.F)
+    txb = T[iy] if tan_on else 0.0
+    tyb = T[ia] if tan_on else 0.0
+    tth = T[ib] if tan_on else 0.0
+    if tan_on:
+        # t_after = R(phi) t_before + s theta' J v_after,  J (x, y) = (-y, x)
+        T[iy] = cs * txb - sn * tyb - s * tth * ya
+        T[ia] = sn * txb + cs * tyb + s * tth * xa
+        ad_check(vm, T[iy] + T[ia], pc)
+    if adj_on:
+        # forward ran v' = R(-phi) v, v = the values now; v' = the values before
+        xp = cs * xa + sn * ya
+        yp = -sn * xa + cs * ya
+        ax = A[iy]
+        ay = A[ia]
+        nax = cs * ax - sn * ay            # vbar = R(-phi)^T v'bar = R(phi) v'bar
+        nay = sn * ax + cs * ay
+        A[ib] -= s * (-yp * ax + xp * ay)  # thetabar += (dv'/dtheta) . v'bar
+        if tan_on:
+            atx = AT[iy]
+            aty = AT[ia]
+            AT[iy] = cs * atx - sn * aty - s * tth * nay
+            AT[ia] = sn * atx + cs * aty + s * tth * nax
+            AT[ib] -= s * (-tyb * ax + txb * ay - yp * atx + xp * aty)
+            ad_check(vm, AT[iy] + AT[ia] + AT[ib], pc)
+        A[iy] = nax
+        A[ia] = nay
+        ad_check(vm, A[ib], pc)
+
+
 cdef void ad_rule(VM* vm, int op, i64* c, i64* p1, i64* p2, i64* p3, i64* mem, i64 pc) noexcept nogil:
     """Apply the differentiation rule of the instruction `op` (as executed, after the inverse
     map) that has just run at `pc`.  Tangents follow the executed instruction in either
@@ -476,46 +518,12 @@ cdef void ad_rule(VM* vm, int op, i64* c, i64* p1, i64* p2, i64* p3, i64* mem, i
             if tan_on:
                 v = AT[iy]; AT[iy] = AT[ia]; AT[ia] = v
     elif kind == ADK_ROT:
-        # executed (x, y) <- R(phi)(x, y), phi = s*theta; values now are the results
-        iy = p1 - mem
-        ia = p2 - mem
-        ib = p3 - mem
-        th = real_of(mem[ib], ty, vm.F)
-        if ty == TY_FLOAT and mem[ib] == vm.rot_w:
-            cs = vm.rot_cs[0]                  # the rotation just computed them
-            sn = s * vm.rot_cs[1]
+        th = real_of(p3[0], ty, vm.F)
+        if ty == TY_FLOAT and p3[0] == vm.rot_w:
+            ad_rot(vm, s, ty, p1 - mem, p2 - mem, p3 - mem, vm.rot_cs[0], s * vm.rot_cs[1],
+                   mem, pc)                   # the rotation just computed cos and sin
         else:
-            cs = cos(th)
-            sn = s * sin(th)
-        xa = real_of(mem[iy], ty, vm.F)
-        ya = real_of(mem[ia], ty, vm.F)
-        txb = T[iy] if tan_on else 0.0
-        tyb = T[ia] if tan_on else 0.0
-        tth = T[ib] if tan_on else 0.0
-        if tan_on:
-            # t_after = R(phi) t_before + s theta' J v_after,  J (x, y) = (-y, x)
-            T[iy] = cs * txb - sn * tyb - s * tth * ya
-            T[ia] = sn * txb + cs * tyb + s * tth * xa
-            ad_check(vm, T[iy] + T[ia], pc)
-        if adj_on:
-            # forward ran v' = R(-phi) v, v = the values now; v' = the values before
-            xp = cs * xa + sn * ya
-            yp = -sn * xa + cs * ya
-            ax = A[iy]
-            ay = A[ia]
-            nax = cs * ax - sn * ay            # vbar = R(-phi)^T v'bar = R(phi) v'bar
-            nay = sn * ax + cs * ay
-            A[ib] -= s * (-yp * ax + xp * ay)  # thetabar += (dv'/dtheta) . v'bar
-            if tan_on:
-                atx = AT[iy]
-                aty = AT[ia]
-                AT[iy] = cs * atx - sn * aty - s * tth * nay
-                AT[ia] = sn * atx + cs * aty + s * tth * nax
-                AT[ib] -= s * (-tyb * ax + txb * ay - yp * atx + xp * aty)
-                ad_check(vm, AT[iy] + AT[ia] + AT[ib], pc)
-            A[iy] = nax
-            A[ia] = nay
-            ad_check(vm, A[ib], pc)
+            ad_rot(vm, s, ty, p1 - mem, p2 - mem, p3 - mem, cos(th), s * sin(th), mem, pc)
     elif kind == ADK_MOVE:
         # push: the cell's duals go onto the stack and the cell is the constant zero;
         # pop: the stack's duals replace the (dropped) duals of the zero cell
@@ -1063,7 +1071,7 @@ cdef int run_induct(VM* vm, i64 k, i64* code, int e, i64* mem, i64* fpm, i64* pa
     cdef int cj[4]
     cdef int ct[2]              # the counter each condition tests
     cdef CounterTest ctest[2]
-    cdef i64 cc_, v, w
+    cdef i64 cc_, v, w, vx, vy
     cdef i64* c
     cdef i64* y
     cdef i64* a
@@ -1176,6 +1184,22 @@ cdef int run_induct(VM* vm, i64 k, i64* code, int e, i64* mem, i64* fpm, i64* pa
             if kernel_alias(op, y, a, b):
                 tc = _T_ALIAS
                 break
+            if op == OP_ROT_F or op == OP_IROT_F:
+                # a float rotation and its rule without a dispatch (Givens sweeps)
+                vx = y[0]
+                vy = a[0]
+                tc = rvm_rot_float(&vx, &vy, b[0], op == OP_IROT_F, vm.rot_cs)
+                if tc:
+                    tc = ak_trap(tc)
+                    break
+                y[0] = vx
+                a[0] = vy
+                vm.rot_w = b[0]
+                tc = -_K_BUDGET
+                if ad:
+                    ad_rot(vm, AD_SIGN[op], TY_FLOAT, y - mem, a - mem, b - mem, vm.rot_cs[0],
+                           AD_SIGN[op] * vm.rot_cs[1], mem, mrow[m])
+                continue
             tc = kernel_row(vm, op, y, a, b, mimm[m], F)
             if tc:
                 break
