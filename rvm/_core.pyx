@@ -2726,18 +2726,11 @@ cdef class Core:
                 memcpy(vm.mem + addr, cnp.PyArray_DATA(<cnp.ndarray>v), <i64>cell[2] * 8)
         memcpy(ws, vm.mem, nw * sizeof(i64))
         # forward, then the adjoint sweep back (in slices, so that Ctrl-C can stop a long run)
-        rc = _R_BUDGET
         if hvp:
             vm.ad = _AD_TAN
             for i in range(wrt_addrs.shape[0]):
                 vm.tan[wa[i]] = (<double*>cnp.PyArray_DATA(tangent))[i]
-        while rc == _R_BUDGET:
-            if hvp:
-                rc = vm_run(vm, 1 << 24, &executed, <Instrumented*>NULL)
-            else:
-                rc = vm_run(vm, 1 << 24, &executed, <Plain*>NULL)
-            PyErr_CheckSignals()
-        if rc != _R_BOUNDARY:
+        if self._sweep(hvp) != _R_BOUNDARY:
             return 1
         self.last_n = vm.steps
         memcpy(ws + nw, vm.mem, nw * sizeof(i64))
@@ -2745,11 +2738,7 @@ cdef class Core:
         vm.trace_ack = 0
         vm.D = -1
         vm.adj[of_addr] = 1.0
-        rc = _R_BUDGET
-        while rc == _R_BUDGET:
-            rc = vm_run(vm, 1 << 24, &executed, <Instrumented*>NULL)
-            PyErr_CheckSignals()
-        if rc != _R_BOUNDARY:
+        if self._sweep(True) != _R_BOUNDARY:
             return 1
         memcpy(ws + 2 * nw, vm.mem, nw * sizeof(i64))
         for i in range(wrt_addrs.shape[0]):
@@ -2761,6 +2750,30 @@ cdef class Core:
                 if not isfinite(vm.adjt[wa[i]]):
                     return 1
         return 0
+
+    cdef int _sweep(self, bint instrumented) except -1:
+        """Run to the boundary in the current direction and return the R_* code: a first
+        short slice holding the GIL (a small program never pays for releasing it), then
+        slices without it, with a check for Ctrl-C between slices."""
+        cdef VM* vm = &self.vm
+        cdef i64 executed, budget = 1 << 14
+        cdef int rc
+        while True:
+            if budget == 1 << 14:
+                if instrumented:
+                    rc = vm_run(vm, budget, &executed, <Instrumented*>NULL)
+                else:
+                    rc = vm_run(vm, budget, &executed, <Plain*>NULL)
+            else:
+                with nogil:
+                    if instrumented:
+                        rc = vm_run(vm, budget, &executed, <Instrumented*>NULL)
+                    else:
+                        rc = vm_run(vm, budget, &executed, <Plain*>NULL)
+            if rc != _R_BUDGET:
+                return rc
+            PyErr_CheckSignals()
+            budget = 1 << 24
 
     def clear_duals(self) -> None:
         """Zero the duals of the static cells, the frame region and the value stack used

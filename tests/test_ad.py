@@ -197,7 +197,8 @@ def test_grad_fn_reuses_one_machine():
 
 
 @pytest.mark.parametrize("name, of, wrt, calls", [
-    ("accumulate.rasm", "x", ["x", "one"], [{"n": 3}, {"n": 40, "one": 0.25}, {"x": 2.0}]),
+    ("accumulate.rasm", "x", ["x", "one"], [{"n": 3}, {"n": 40, "one": 0.25}, {"x": 2.0},
+                                            {"n": 30000}]),        # slices without the GIL
     ("besselj.rasm", "out", ["z"], [{"z": 3.0}, {"z": 1.5, "nu": 0}, {"z": -2.0, "nterms": 5}]),
     ("umm.rasm", "loss", ["x", "theta"], [{}, {}]),
     ("norm.rasm", "res", ["x"], [{}, {}]),
