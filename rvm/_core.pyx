@@ -1042,6 +1042,29 @@ cdef inline bint _written(i64* cell, int nm, int* mops, bint* isx, i64** fixed, 
     return 0
 
 
+cdef inline int row_cells(VM* vm, int m, int nc, int* xi, i64* reg, i64** xb, i64* xl,
+                          i64* xq, i64** fixed, i64** p) noexcept nogil:
+    """The cells of main row m this iteration (p): fixed ones, or an array base plus its
+    counter, bounds checked (the last operand out of bounds names the trap)."""
+    cdef int s, q, tc = 0
+    cdef i64 v
+    for s in range(nc):
+        q = m * 3 + s
+        if xi[q] >= 0:
+            v = reg[xi[q]]
+            if <u64>v >= <u64>xl[q]:
+                vm.tv[0] = xq[q]
+                vm.tv[1] = v
+                vm.tv[2] = xl[q]
+                vm.tv[3] = 0
+                tc = _T_BOUNDS
+            else:
+                p[s] = xb[q] + v
+        else:
+            p[s] = fixed[q]
+    return tc
+
+
 cdef int run_induct(VM* vm, i64 k, i64* code, int e, i64* mem, i64* fpm, i64* pa, i64* left,
                     i64* pc_out, int* op_out, int ad) noexcept nogil:
     """run_kernel for a body of counter rows and main rows (see _induct_shape);
@@ -1060,6 +1083,7 @@ cdef int run_induct(VM* vm, i64 k, i64* code, int e, i64* mem, i64* fpm, i64* pa
     cdef i64 mimm[KMAX]
     # per main row and operand slot: the counter indexing it or -1 (a fixed cell)
     cdef int xi[KMAX * 3]
+    cdef bint fixed_row[KMAX]   # every cell of the main row is fixed for the loop
     cdef bint isx[KMAX * 3]
     cdef i64* fixed[KMAX * 3]
     cdef i64* xb[KMAX * 3]
@@ -1148,6 +1172,18 @@ cdef int run_induct(VM* vm, i64 k, i64* code, int e, i64* mem, i64* fpm, i64* pa
         if not counter_cond(cc_, cj[2 * q] >= 0, cj[2 * q + 1] >= 0, cp[2 * q][0],
                             cp[2 * q + 1][0], &ctest[q]):
             return -_K_DECLINED
+    # a main row whose cells are all fixed for the loop: resolved and alias-checked once
+    for m in range(nm):
+        fixed_row[m] = 1
+        for s in range(NCELL[mops[m]]):
+            if xi[m * 3 + s] >= 0:
+                fixed_row[m] = 0
+        if fixed_row[m]:
+            y = fixed[m * 3]
+            a = fixed[m * 3 + 1] if NCELL[mops[m]] > 1 else y
+            b = fixed[m * 3 + 2] if NCELL[mops[m]] > 2 else a
+            if kernel_alias(mops[m], y, a, b):
+                return -_K_DECLINED
     for j in range(nI):
         reg[j] = ip[j][0]
     while lft >= L + 2:
@@ -1158,32 +1194,24 @@ cdef int run_induct(VM* vm, i64 k, i64* code, int e, i64* mem, i64* fpm, i64* pa
             m = -1 - role[r]
             op = mops[m]
             nc = NCELL[op]
-            # the row's cells, as the dispatch loop checks them: the last operand out of
-            # bounds names the trap, then aliasing
-            for s in range(nc):
-                q = m * 3 + s
-                if xi[q] >= 0:
-                    v = reg[xi[q]]
-                    if <u64>v >= <u64>xl[q]:
-                        vm.tv[0] = xq[q]
-                        vm.tv[1] = v
-                        vm.tv[2] = xl[q]
-                        vm.tv[3] = 0
-                        tc = _T_BOUNDS
-                    else:
-                        p[s] = xb[q] + v
-                else:
-                    p[s] = fixed[q]
-            if tc > 0:
-                break
-            y = a = b = p[0]
-            if nc > 1:
-                a = b = p[1]
-                if nc > 2:
-                    b = p[2]
-            if kernel_alias(op, y, a, b):
-                tc = _T_ALIAS
-                break
+            if fixed_row[m]:              # cells fixed for the loop, checked at entry
+                y = fixed[m * 3]
+                a = fixed[m * 3 + 1] if nc > 1 else y
+                b = fixed[m * 3 + 2] if nc > 2 else a
+            else:
+                # the row's cells, as the dispatch loop checks them: the last operand out
+                # of bounds names the trap, then aliasing
+                tc = row_cells(vm, m, nc, xi, reg, xb, xl, xq, fixed, p)
+                if tc > 0:
+                    break
+                y = a = b = p[0]
+                if nc > 1:
+                    a = b = p[1]
+                    if nc > 2:
+                        b = p[2]
+                if kernel_alias(op, y, a, b):
+                    tc = _T_ALIAS
+                    break
             if op == OP_ROT_F or op == OP_IROT_F:
                 # a float rotation and its rule without a dispatch (Givens sweeps)
                 vx = y[0]
