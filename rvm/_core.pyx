@@ -59,6 +59,7 @@ cdef extern from "_deriv.h" nogil:
     enum:
         PF_NONE
         PF_ONE
+        PF_MUL
         PF_FN1
         PF_FN2
     int rvm_partials(int pf, rvm_dual a, rvm_dual b, rvm_dual* da, rvm_dual* db)
@@ -466,6 +467,15 @@ cdef void ad_rule(VM* vm, int op, i64* c, i64* p1, i64* p2, i64* p3, i64* mem, i
                     AT[ia] -= s * AT[iy]
             return
         sty = CVT_SRC[op] if CVT_SRC[op] >= 0 else ty
+        if pf == PF_MUL and not tan_on:        # y += s*a*b in the adjoint sweep, directly
+            ab = A[iy] if adj_on else 0.0
+            if ab != 0.0:                      # (the partials are b and a, as rvm_partials)
+                ib = p3 - mem
+                A[ia] -= s * real_of(mem[ib], sty, vm.F) * ab
+                ad_check(vm, A[ia], pc)
+                A[ib] -= s * real_of(mem[ia], sty, vm.F) * ab
+                ad_check(vm, A[ib], pc)
+            return
         ib = ia
         if pf >= PF_FN2:
             ib = p3 - mem
