@@ -797,43 +797,29 @@ cdef struct ReduceLoop:
     CounterTest join
 
 
-cdef int reduce_float(ReduceLoop* L, double* acc, double d, double* ga, double gy) noexcept nogil:
-    """acc += d (d signed) every iteration, ga -= gy (an adjoint in a register; dropped when
-    unused): the float update with a loop-invariant increment.  Returns run_reduce's code."""
-    cdef double a = acc[0], g = ga[0], r
+ctypedef fused Acc:
+    double                # a float target
+    i64                   # an int or fixed target (wrapping)
+
+
+cdef int reduce_loop(ReduceLoop* L, Acc* acc, Acc d, double* ga, double gy) noexcept nogil:
+    """acc += d (d signed) every iteration, and ga -= gy (the rule's one changing dual, in a
+    register; dropped when unused): the update with a loop-invariant increment.  Returns
+    run_reduce's code; a float result that is not finite traps before acc changes."""
+    cdef Acc a = acc[0], r
+    cdef double g = ga[0]
     cdef i64 cnt = L.cnt, lft = L.lft, delta = L.delta
     cdef CounterTest jt = L.jmp, tt = L.join
     cdef int tc = -_K_BUDGET, t
     while lft >= 4:
-        r = a + d
-        if not isfinite(r):
-            tc = ak_trap(AK_RANGE)
-            break
+        if Acc is double:
+            r = a + d
+            if not isfinite(r):
+                tc = ak_trap(AK_RANGE)
+                break
+        else:
+            r = <i64>(<u64>a + <u64>d)
         a = r
-        g -= gy
-        cnt = <i64>(<u64>cnt + <u64>delta)
-        lft -= 2
-        t = back_edge(jt, tt, cnt, cnt)
-        if t:
-            tc = t
-            break
-        lft -= 2
-    acc[0] = a
-    ga[0] = g
-    L.cnt = cnt
-    L.lft = lft
-    return tc
-
-
-cdef int reduce_int(ReduceLoop* L, i64* acc, i64 d, double* ga, double gy) noexcept nogil:
-    """acc += d (wrapping) every iteration, ga -= gy: the int or fixed update with a
-    loop-invariant increment (see reduce_float)."""
-    cdef i64 a = acc[0], cnt = L.cnt, lft = L.lft, delta = L.delta
-    cdef double g = ga[0]
-    cdef CounterTest jt = L.jmp, tt = L.join
-    cdef int tc = -_K_BUDGET, t
-    while lft >= 4:
-        a = <i64>(<u64>a + <u64>d)
         g -= gy
         cnt = <i64>(<u64>cnt + <u64>delta)
         lft -= 2
@@ -952,9 +938,10 @@ cdef int run_reduce(VM* vm, i64 k, i64* code, int e, i64* mem, i64* fpm, i64* pa
         RL.delta = delta
         RL.lft = lft
         if isf:
-            tc = reduce_float(&RL, &accf, df if sg > 0 else -df, &ga, gy)
+            tc = reduce_loop(&RL, &accf, df if sg > 0 else -df, &ga, gy)
         else:
-            tc = reduce_int(&RL, &acc, di if sg > 0 else <i64>(0 - <u64>di), &ga, gy)
+            tc = reduce_loop(&RL, &acc, <i64>(di if sg > 0 else <i64>(0 - <u64>di)), &ga,
+                             gy)
         cnt = RL.cnt
         lft = RL.lft
         if tc > 0 and ci == 0:            # the counter ran before the update trapped
