@@ -451,8 +451,7 @@ cdef void ad_rule(VM* vm, int op, i64* c, i64* p1, i64* p2, i64* p3, i64* mem, i
     cdef i64 src[2]
     cdef rvm_dual dx[2]
     cdef rvm_dual dd[2]
-    cdef double v, ab, abt, th, cs, sn, xa, ya, xp, yp, txb, tyb, tth, ax, ay, atx, aty
-    cdef double nax, nay
+    cdef double v, ab, abt, th
 
     if kind == ADK_UPDATE:
         iy = p1 - mem
@@ -1345,7 +1344,6 @@ cdef int run_kernel(VM* vm, i64 k, i64* code, int e, i64* mem, i64* fpm, i64* pa
     cdef i64* p3[3]
     cdef int s3, t3, bad, nc, ym
     cdef i64 w
-    cdef i64 vx, vy
     cdef i64* c
     cdef i64* ja
     cdef i64* jb
@@ -2684,8 +2682,8 @@ cdef class Core:
         general path must run instead (an input it does not store, a trap, a trace, a
         breakpoint, a non-finite derivative): that path reports it."""
         cdef VM* vm = &self.vm
-        cdef i64 i, n, executed, used, addr
-        cdef int rc, kind
+        cdef i64 i, n, used, addr
+        cdef int kind
         cdef i64* da = _ptr(def_addrs)
         cdef i64* dw = _ptr(def_words)
         cdef i64* wa = _ptr(wrt_addrs)
