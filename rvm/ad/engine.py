@@ -31,8 +31,6 @@ import numpy as np
 from isa.derivatives import DIFFERENTIABLE
 from isa.types import TYPE_NAMES, NumType
 
-FLOAT, INT = NumType.FLOAT, NumType.INT
-
 from .. import _core
 from ..api import assemble
 from ..errors import RVMError
@@ -45,6 +43,7 @@ __all__ = ["Derivatives", "NotDifferentiable", "NonFiniteDerivative", "ReleasedT
            "GradFn"]
 
 RELEASE_TOLERANCE = 1e-8      # a released tangent above this (inputs' tangents ~ N(0, 1)) counts
+FLOAT, INT = NumType.FLOAT, NumType.INT
 
 
 class NotDifferentiable(RVMError, ValueError):
@@ -163,7 +162,9 @@ def _wrt_list(wrt: str | Sequence[str]) -> list[str]:
 
 
 def _shaped(flat: np.ndarray, cell: Cell):
-    return np.float64(flat[0]) if not cell.shape else flat.reshape(cell.shape).copy()
+    """A cell's derivative from a float64 array: np.float64 for a scalar (an element of a
+    float64 array is one), a fresh array for an array."""
+    return flat[0] if not cell.shape else flat.reshape(cell.shape).copy()
 
 
 class _Runner:
@@ -477,7 +478,6 @@ class GradFn:
         self.check_ancillas, self.options = check_ancillas, options
         self._first = True
         self._last: Derivatives | None = None
-        self._views = any(c.shape for c in self.runner.wrt)
         # the fast pass has no step limit or ancilla check to honour
         self._fast = not check_ancillas and options.get("max_steps") is None
 
@@ -485,14 +485,8 @@ class GradFn:
         r = self.runner
         if not self._first and self._fast and r.fast(inputs):
             self._last = None
-            g, res, at = r.g, {}, 0
-            for c in r.wrt:
-                res[c.name] = g[at] if not c.shape else g[at:at + c.size].reshape(c.shape)
-                at += c.size
-            if self._views:               # the arrays returned are views of r.g
-                r.g = np.empty_like(g)
-            self._grad = res
-            return res
+            self._grad = _split(r.g, r.wrt)           # copies: r.g is reused
+            return self._grad
         res = derivatives(self.program, self.of, self.wrt, inputs,
                           check_ancillas=self.check_ancillas or self._first, _runner=r,
                           **self.options)
