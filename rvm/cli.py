@@ -236,6 +236,18 @@ def cmd_check(a: argparse.Namespace) -> int:
     return status
 
 
+
+def loop_kernels(m: rvm.Machine, forward: bool = True) -> dict[str, int]:
+    """How many of the program's loops run in each loop-kernel form (docs/machine.md) in one
+    direction: a backward kernel's jmp is above its join."""
+    core = m.core
+    counts = {"reduce": 0, "induct": 0, "general": 0}
+    for (jmp, join, _), form in zip(core.kernels, core.kernel_forms):
+        if (jmp > join) == forward:
+            counts[form] += 1
+    return counts
+
+
 def cmd_run(a: argparse.Namespace) -> int:
     import rvm
     from rvm.api import drift_since, garbage_cells, snapshot
@@ -257,6 +269,7 @@ def cmd_run(a: argparse.Namespace) -> int:
     result = m.inputs() if a.reverse else m.outputs()
     garbage = garbage_cells(m, at_end=not a.reverse)
     stats = dict(m.stats)
+    stats["loop_kernels"] = loop_kernels(m, forward=not a.reverse)
     if a.json:
         doc: dict[str, Any] = {"inputs" if a.reverse else "outputs":
                                {k: (_global_text(m, k, True) if a.raw else plain(v))
@@ -269,7 +282,10 @@ def cmd_run(a: argparse.Namespace) -> int:
                      [(k, _global_text(m, k, a.raw)) for k in result])
         if a.stats:
             steps = stats.get("steps", 0)
-            rows = [(k, str(v)) for k, v in stats.items()]
+            rows = [(k, str(v)) for k, v in stats.items() if k != "loop_kernels"]
+            rows.append(("loop_kernels", ", ".join(f"{n} {form}" for form, n in
+                                                   stats["loop_kernels"].items() if n)
+                         or "none"))
             rows.append(("seconds", f"{elapsed:.6f}"))
             if steps:
                 rows.append(("ns_per_step", f"{elapsed * 1e9 / steps:.2f}"))

@@ -45,6 +45,18 @@ def test_stats_to_stderr(capsys):
     assert "steps = " in err and "peak_stack = " in err
 
 
+def test_stats_name_the_loop_kernels(capsys):
+    """--stats says how many loops run in each kernel form, in the direction run."""
+    umm = str(Path(RFIB).parent / "umm.rasm")
+    code, out, err = run(capsys, "run", umm, "--stats", "--json")
+    assert json.loads(out)["stats"]["loop_kernels"] == {"reduce": 1, "induct": 1, "general": 0}
+    code, out, err = run(capsys, "run", str(Path(RFIB).parent / "accumulate.rasm"), "n=7",
+                         "--stats")
+    assert code == 0 and "loop_kernels = 1 reduce\n" in err
+    code, out, err = run(capsys, "run", RFIB, "n=5", "--stats")
+    assert "loop_kernels = none" in err
+
+
 def test_asm_dis_roundtrip(capsys, tmp_path):
     rbc = tmp_path / "rfib.rbc"
     assert run(capsys, "asm", RFIB, "-o", str(rbc))[0] == 0
