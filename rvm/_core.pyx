@@ -606,7 +606,9 @@ KERNEL_OPS = frozenset(["add.i", "add.x", "add.f", "sub.i", "sub.x", "sub.f",
                         "addi.i", "addi.x", "addi.f", "subi.i", "subi.x", "subi.f",
                         "inc.i", "dec.i", "addmul.i", "addmul.x", "addmul.f",
                         "submul.i", "submul.x", "submul.f", "adddiv.i", "adddiv.x",
-                        "adddiv.f", "subdiv.i", "subdiv.x", "subdiv.f", "xor.i",
+                        "adddiv.f", "subdiv.i", "subdiv.x", "subdiv.f", "addfn.i", "addfn.x",
+                        "addfn.f", "subfn.i", "subfn.x", "subfn.f", "addfn2.x", "addfn2.f",
+                        "subfn2.x", "subfn2.f", "xor.i",
                         "swap.i", "swap.x", "swap.f", "rot.x", "rot.f", "irot.x", "irot.f"])
 _KERNEL_CODES = frozenset(OPS[i].code for i in range(len(OPS)) if OPS[i].name in KERNEL_OPS)
 _TWO_TARGETS = frozenset(OPS[i].code for i in range(len(OPS)) if len(OPS[i].targets) == 2)
@@ -1074,9 +1076,8 @@ cdef int run_induct(VM* vm, i64 k, i64* code, int e, i64* mem, i64* fpm, i64* pa
     cdef i64* ip[IMAX]          # the counters' cells, their values and steps
     cdef i64 reg[IMAX]
     cdef i64 dl[IMAX]
-    cdef int mops[KMAX]         # the main rows: op, row, immediate
+    cdef int mops[KMAX]         # the main rows: op and row
     cdef i64 mrow[KMAX]
-    cdef i64 mimm[KMAX]
     # per main row and operand slot: the counter indexing it or -1 (a fixed cell)
     cdef int xi[KMAX * 3]
     cdef bint fixed_row[KMAX]   # every cell of the main row is fixed for the loop
@@ -1114,7 +1115,6 @@ cdef int run_induct(VM* vm, i64 k, i64* code, int e, i64* mem, i64* fpm, i64* pa
         else:
             mops[nm] = cop
             mrow[nm] = rows[r]
-            mimm[nm] = c[2]
             role[r] = -1 - nm
             nm += 1
     # the main rows' cells: a counter (or an array holding one) is read and written only
@@ -1224,7 +1224,7 @@ cdef int run_induct(VM* vm, i64 k, i64* code, int e, i64* mem, i64* fpm, i64* pa
                     ad_rot(vm, AD_SIGN[op], TY_FLOAT, y - mem, a - mem, b - mem, vm.rot_cs[0],
                            AD_SIGN[op] * vm.rot_cs[1], mem, mrow[m])
                 continue
-            tc = kernel_row(vm, op, y, a, b, mimm[m], F)
+            tc = kernel_row(vm, op, y, a, b, code + mrow[m] * 6, F)
             if tc:
                 break
             tc = -_K_BUDGET
@@ -1245,11 +1245,36 @@ cdef int run_induct(VM* vm, i64 k, i64* code, int e, i64* mem, i64* fpm, i64* pa
                        pc_out, op_out)
 
 
-cdef inline int kernel_row(VM* vm, int op, i64* y, i64* a, i64* b, i64 imm,
+cdef int fn_update(int op, i64* c, i64* y, i64* a, i64* b, int F) noexcept nogil:
+    """y += f(a) or y += f(a, b) (and -=) of row c on resolved cells; returns a trap code,
+    with nothing changed."""
+    cdef i64 v
+    cdef int tc
+    cdef bint add = (op == OP_ADDFN_I or op == OP_ADDFN_X or op == OP_ADDFN_F
+                     or op == OP_ADDFN2_X or op == OP_ADDFN2_F)
+    if op == OP_ADDFN2_X or op == OP_ADDFN2_F or op == OP_SUBFN2_X or op == OP_SUBFN2_F:
+        tc = ak_trap(rvm_fn2_value(<int>c[4], OP_TYPE[op], a[0], b[0], F, &v))
+    else:
+        tc = ak_trap(rvm_fn1_value(<int>c[3], OP_TYPE[op], a[0], F, &v))
+    if tc:
+        return tc
+    if OP_TYPE[op] == TY_FLOAT:
+        tc = ak_trap(rvm_float_add(y[0], rvm_w2f(v), 1 if add else -1, &v))
+        if tc:
+            return tc
+        y[0] = v
+    elif add:
+        y[0] = <i64>(<u64>y[0] + <u64>v)
+    else:
+        y[0] = <i64>(<u64>y[0] - <u64>v)
+    return 0
+
+
+cdef inline int kernel_row(VM* vm, int op, i64* y, i64* a, i64* b, i64* c,
                            int F) noexcept nogil:
-    """Run one kernel body row on resolved cells (as the dispatch loop does it); returns a
-    trap code, with nothing changed."""
-    cdef i64 v, vx, vy
+    """Run one kernel body row (c) on resolved cells (as the dispatch loop does it); returns
+    a trap code, with nothing changed."""
+    cdef i64 v, vx, vy, imm = c[2]
     cdef int tc
     if op == OP_ADD_I or op == OP_ADD_X:
         y[0] = <i64>(<u64>y[0] + <u64>a[0])
@@ -1290,6 +1315,10 @@ cdef inline int kernel_row(VM* vm, int op, i64* y, i64* a, i64* b, i64 imm,
             return ak_trap(tc)
         y[0] = vx
         a[0] = vy
+    elif (op == OP_ADDFN_I or op == OP_ADDFN_X or op == OP_ADDFN_F or op == OP_SUBFN_I
+          or op == OP_SUBFN_X or op == OP_SUBFN_F or op == OP_ADDFN2_X or op == OP_ADDFN2_F
+          or op == OP_SUBFN2_X or op == OP_SUBFN2_F):
+        return fn_update(op, c, y, a, b, F)
     elif op == OP_ADDDIV_I or op == OP_SUBDIV_I or op == OP_ADDDIV_X or op == OP_SUBDIV_X:
         if op == OP_ADDDIV_I or op == OP_SUBDIV_I:
             tc = rvm_int_div(a[0], b[0], &v)
@@ -1331,7 +1360,6 @@ cdef int run_kernel(VM* vm, i64 k, i64* code, int e, i64* mem, i64* fpm, i64* pa
     cdef i64* as_[KMAX]
     cdef i64* bs[KMAX]
     cdef int ops[KMAX]
-    cdef i64 imm[KMAX]
     cdef bint dyn[KMAX]           # the row has an indexed (X) operand: resolved per iteration
     # per row and operand slot: the cell (direct operands), or for an indexed operand its
     # array base, length and index cell, fixed while the loop runs (see x_operand)
@@ -1368,7 +1396,6 @@ cdef int run_kernel(VM* vm, i64 k, i64* code, int e, i64* mem, i64* fpm, i64* pa
     for r in range(L):
         c = code + rows[r] * 6
         ops[r] = <int>c[0]
-        imm[r] = c[2]
         dyn[r] = vm.xflag[rows[r]] != 0
         if dyn[r]:
             for s3 in range(NCELL[ops[r]]):
@@ -1455,7 +1482,7 @@ cdef int run_kernel(VM* vm, i64 k, i64* code, int e, i64* mem, i64* fpm, i64* pa
                     pc_out[0] = rows[r]
                     op_out[0] = op
                     return tc
-            tc = kernel_row(vm, op, ys[r], as_[r], bs[r], imm[r], F)
+            tc = kernel_row(vm, op, ys[r], as_[r], bs[r], code + rows[r] * 6, F)
             if tc:
                 left[0] = lft - r
                 pc_out[0] = rows[r]
@@ -1983,23 +2010,9 @@ cdef int vm_run(VM* vm, i64 budget, i64* executed, Variant* variant) noexcept no
             if y == a or y == b:
                 tc = _T_ALIAS
                 break
-            if op == OP_ADDFN2_X or op == OP_ADDFN2_F or op == OP_SUBFN2_X or op == OP_SUBFN2_F:
-                tc = ak_trap(rvm_fn2_value(<int>c[4], OP_TYPE[op], a[0], b[0], vm.F, &v))
-            else:
-                tc = ak_trap(rvm_fn1_value(<int>c[3], OP_TYPE[op], a[0], vm.F, &v))
+            tc = fn_update(op, c, y, a, b, vm.F)
             if tc:
                 break
-            cond = (op == OP_ADDFN_I or op == OP_ADDFN_X or op == OP_ADDFN_F or op == OP_ADDFN2_X
-                    or op == OP_ADDFN2_F)
-            if OP_TYPE[op] == TY_FLOAT:
-                tc = ak_trap(rvm_float_add(y[0], rvm_w2f(v), 1 if cond else -1, &v))
-                if tc:
-                    break
-                y[0] = v
-            elif cond:
-                y[0] = <i64>(<u64>y[0] + <u64>v)
-            else:
-                y[0] = <i64>(<u64>y[0] - <u64>v)
             pc += e
             came = 0
 

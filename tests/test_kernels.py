@@ -90,6 +90,10 @@ BODIES = [
     # one update and the counter: run_reduce keeps the target and i in registers
     "p += q[i] * t",                       # fixed, indexed by the counter: a bounds trap at 4
     "f -= 2.5",
+    "f += exp(xs[i])",                     # y += f(x)
+    "p += sqrt(q[i])",                     # q[3] < 0: a domain trap mid-loop
+    "f -= hypot(xs[i], h)",                # y += f(a, b)
+    "k += sqrt(n)\n        inc j",
     "p += t",                              # an invariant source: the dual in a register
     "f -= g",
     "f += xs[i] * xs[i]",
