@@ -659,6 +659,18 @@ cdef void x_operand(VM* vm, i64 w, i64* mem, i64* fpm, i64* pa, i64** base, i64*
     idxcell[0] = index_cell(vm, w, mem, fpm, pa)
 
 
+cdef inline i64* x_cell(VM* vm, i64* base, i64 n, i64 q, i64 v) noexcept nogil:
+    """Cell v of the array of indexed-operand entry q (base, length n), or NULL with the
+    bounds trap's values recorded in vm.tv (as opnd_slow's caller reports them)."""
+    if <u64>v >= <u64>n:
+        vm.tv[0] = q
+        vm.tv[1] = v
+        vm.tv[2] = n
+        vm.tv[3] = 0
+        return NULL
+    return base + v
+
+
 cdef inline bint kernel_alias(int op, i64* y, i64* a, i64* b) noexcept nogil:
     """The operand aliasing the dispatch loop traps on, for a kernel op: a source that is the
     target (swap may swap a cell with itself), or rot's second target being the first or the
@@ -859,6 +871,7 @@ cdef int run_reduce(VM* vm, i64 k, i64* code, int e, i64* mem, i64* fpm, i64* pa
     cdef i64 xq[2]
     cdef bint isx[2]
     cdef i64* xi
+    cdef i64* p
     cdef i64* cp[4]
     cdef i64 jcc, tcc, delta, cnt, acc, di = 0, av, bv, w
     cdef double accf, df = 0.0, gy = 0.0, ga = 0.0, r
@@ -954,14 +967,11 @@ cdef int run_reduce(VM* vm, i64 k, i64* code, int e, i64* mem, i64* fpm, i64* pa
             # as the dispatch loop: the last operand out of bounds names the trap
             for s in range(nsrc):
                 if isx[s]:
-                    if <u64>cnt >= <u64>xl[s]:
-                        vm.tv[0] = xq[s]
-                        vm.tv[1] = cnt
-                        vm.tv[2] = xl[s]
-                        vm.tv[3] = 0
+                    p = x_cell(vm, xb[s], xl[s], xq[s], cnt)
+                    if p == NULL:
                         tc = _T_BOUNDS
                     else:
-                        sp[s] = xb[s] + cnt
+                        sp[s] = p
             if tc > 0:
                 break
             av = sp[0][0]
@@ -1045,19 +1055,15 @@ cdef inline int row_cells(VM* vm, int m, int nc, int* xi, i64* reg, i64** xb, i6
     """The cells of main row m this iteration (p): fixed ones, or an array base plus its
     counter, bounds checked (the last operand out of bounds names the trap)."""
     cdef int s, q, tc = 0
-    cdef i64 v
+    cdef i64* cell
     for s in range(nc):
         q = m * 3 + s
         if xi[q] >= 0:
-            v = reg[xi[q]]
-            if <u64>v >= <u64>xl[q]:
-                vm.tv[0] = xq[q]
-                vm.tv[1] = v
-                vm.tv[2] = xl[q]
-                vm.tv[3] = 0
+            cell = x_cell(vm, xb[q], xl[q], xq[q], reg[xi[q]])
+            if cell == NULL:
                 tc = _T_BOUNDS
             else:
-                p[s] = xb[q] + v
+                p[s] = cell
         else:
             p[s] = fixed[q]
     return tc
@@ -1354,7 +1360,7 @@ cdef int run_kernel(VM* vm, i64 k, i64* code, int e, i64* mem, i64* fpm, i64* pa
                     i64* pc_out, int* op_out, int ad) noexcept nogil:
     """Run whole iterations of kernel k, entered with pc at the body's first row.  Returns a
     trap code (pc_out/op_out: the faulting row) or -_K_EXIT/-_K_BUDGET/-_K_DECLINED."""
-    cdef i64 L = vm.k_len[k], T = vm.k_join[k], J = vm.k_jmp[k], r, v
+    cdef i64 L = vm.k_len[k], T = vm.k_join[k], J = vm.k_jmp[k], r
     cdef i64* rows = vm.k_rows + k * KMAX
     cdef i64* ys[KMAX]
     cdef i64* as_[KMAX]
@@ -1442,16 +1448,10 @@ cdef int run_kernel(VM* vm, i64 k, i64* code, int e, i64* mem, i64* fpm, i64* pa
                 tc = 0
                 for s3 in range(nc):
                     if isx[r * 3 + s3]:
-                        v = xidx[r * 3 + s3][0]
-                        if <u64>v >= <u64>xlen[r * 3 + s3]:
-                            p3[s3] = NULL
-                            vm.tv[0] = xtab[r * 3 + s3]
-                            vm.tv[1] = v
-                            vm.tv[2] = xlen[r * 3 + s3]
-                            vm.tv[3] = 0
+                        p3[s3] = x_cell(vm, xbase[r * 3 + s3], xlen[r * 3 + s3],
+                                        xtab[r * 3 + s3], xidx[r * 3 + s3][0])
+                        if p3[s3] == NULL:
                             bad = 1
-                        else:
-                            p3[s3] = xbase[r * 3 + s3] + v
                     else:
                         p3[s3] = sp[r * 3 + s3]
                 ym = OP_YMASK[op]
