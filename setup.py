@@ -2,6 +2,7 @@
 in GENERATED) are generated here from isa/, the one source of truth, so they cannot drift from
 the assembler."""
 import os
+import runpy
 import sys
 
 import numpy
@@ -25,7 +26,8 @@ for rel, generate in GENERATED.items():
         with open(path, "w") as fh:
             fh.write(text)
 
-COMPILE_ARGS = ["-O2", "-fwrapv", "-ffp-contract=off", "-fno-strict-aliasing"]
+# one set of flags for the extensions and the native code (rvm/native/cflags.py)
+COMPILE_ARGS = runpy.run_path(os.path.join(HERE, "rvm/native/cflags.py"))["CFLAGS"]
 DIRECTIVES = {"boundscheck": False, "wraparound": False, "cdivision": True,
               "initializedcheck": False}
 

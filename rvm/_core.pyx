@@ -2457,6 +2457,34 @@ cdef inline i64* _ptr(cnp.ndarray arr):
     return <i64*>cnp.PyArray_DATA(arr)
 
 
+# ---- native code (rvm/native): a program's forward run and adjoint sweep compiled to C -------
+
+cdef struct NativeState:
+    # rvm/native/codegen.py's rvm_ns: keep in step (its ABI number)
+    i64* mem
+    double* adj
+    i64 pc                # -1: enter the entry function; else resume at this jump target
+    i64 steps
+    i64 budget            # return 1 (resumable) at a taken jump once steps reach it
+    i64 nonfinite
+ctypedef i64 (*native_fn)(NativeState*) noexcept nogil
+
+
+cdef int native_run(native_fn f, NativeState* st) except -1:
+    """Run f to its end: a first short slice holding the GIL, then long slices without it
+    with a check for Ctrl-C between them (like Core._sweep).  Returns 0, or 2: the
+    interpreter must run instead."""
+    cdef i64 rc
+    st.budget = st.steps + (1 << 16)
+    rc = f(st)
+    while rc == 1:
+        PyErr_CheckSignals()
+        st.budget = st.steps + (1 << 26)
+        with nogil:
+            rc = f(st)
+    return <int>rc
+
+
 cdef class Core:
     """Machine state and interpreter of one Program.  rvm.machine.Machine is the public API."""
 
@@ -2471,6 +2499,10 @@ cdef class Core:
     cdef object _watch
     cdef object _duals                     # (tan, adj, adjt) over mem and over the value stack
     cdef object _kernels
+    cdef native_fn nat_fwd                 # Core.gradient's native code (set_native) or NULL
+    cdef native_fn nat_bwd
+    cdef object _native
+    cdef readonly i64 native_bails         # gradient() calls the native code handed back
 
     def __init__(self, program, *, i64 stack_cells=1 << 20, i64 frame_cells=1 << 22,
                  i64 max_depth=1 << 16):
@@ -2577,6 +2609,30 @@ cdef class Core:
     def set_kernels(self, bint on) -> None:
         """Run simple loops by their kernels (default) or instruction by instruction."""
         self.vm.use_kernels = on
+
+    def set_native(self, lib=None, size_t forward=0, size_t backward=0) -> bool:
+        """Let gradient() (without a tangent) run the forward run and the adjoint sweep by
+        native code (rvm/native: the addresses of rvm_native_forward/backward in the loaded
+        library `lib`, kept alive here); no arguments: by the interpreter again.  False when
+        the entry frame does not fit the frame region (the interpreter reports that)."""
+        cdef VM* vm = &self.vm
+        self.nat_fwd = self.nat_bwd = NULL
+        self._native = None
+        if lib is None:
+            return True
+        if forward == 0 or backward == 0:
+            raise ValueError("set_native needs both function addresses")
+        if vm.fn_fsize[vm.main] > vm.n_mem - vm.n_static:
+            return False
+        self._native = lib
+        self.nat_fwd = <native_fn>forward
+        self.nat_bwd = <native_fn>backward
+        return True
+
+    @property
+    def native(self) -> bool:
+        """gradient() runs native code (set_native)."""
+        return self.nat_fwd != NULL
 
     @property
     def kernels(self) -> list:
@@ -2762,20 +2818,24 @@ cdef class Core:
                 memcpy(vm.mem + addr, cnp.PyArray_DATA(<cnp.ndarray>v), <i64>cell[2] * 8)
         memcpy(ws, vm.mem, nw * sizeof(i64))
         # forward, then the adjoint sweep back (in slices, so that Ctrl-C can stop a long run)
-        if hvp:
-            vm.ad = _AD_TAN
-            for i in range(wrt_addrs.shape[0]):
-                vm.tan[wa[i]] = (<double*>cnp.PyArray_DATA(tangent))[i]
-        if self._sweep(hvp) != _R_BOUNDARY:
-            return 1
-        self.last_n = vm.steps
-        memcpy(ws + nw, vm.mem, nw * sizeof(i64))
-        vm.ad = _AD_ADJ | (_AD_TAN if hvp else 0)
-        vm.trace_ack = 0
-        vm.D = -1
-        vm.adj[of_addr] = 1.0
-        if self._sweep(True) != _R_BOUNDARY:
-            return 1
+        if self.nat_fwd != NULL and not hvp:
+            if self._native_sweeps(of_addr, ws, nw) != 0:
+                return 1
+        else:
+            if hvp:
+                vm.ad = _AD_TAN
+                for i in range(wrt_addrs.shape[0]):
+                    vm.tan[wa[i]] = (<double*>cnp.PyArray_DATA(tangent))[i]
+            if self._sweep(hvp) != _R_BOUNDARY:
+                return 1
+            self.last_n = vm.steps
+            memcpy(ws + nw, vm.mem, nw * sizeof(i64))
+            vm.ad = _AD_ADJ | (_AD_TAN if hvp else 0)
+            vm.trace_ack = 0
+            vm.D = -1
+            vm.adj[of_addr] = 1.0
+            if self._sweep(True) != _R_BOUNDARY:
+                return 1
         memcpy(ws + 2 * nw, vm.mem, nw * sizeof(i64))
         for i in range(wrt_addrs.shape[0]):
             g[i] = vm.adj[wa[i]]
@@ -2785,6 +2845,40 @@ cdef class Core:
                 (<double*>cnp.PyArray_DATA(out_t))[i] = vm.adjt[wa[i]]
                 if not isfinite(vm.adjt[wa[i]]):
                     return 1
+        return 0
+
+    cdef int _native_sweeps(self, i64 of_addr, i64* ws, i64 nw) except -1:
+        """gradient()'s forward run and adjoint sweep by the native code, leaving the machine
+        as the interpreter would.  1: the interpreter must run instead (it reports why)."""
+        cdef VM* vm = &self.vm
+        cdef NativeState st
+        cdef i64 fs = vm.fn_fsize[vm.main], n_fwd
+        # first, so that a reset after a bail out clears the whole frame
+        vm.peak_frame = max(vm.peak_frame, fs)
+        vm.peak_depth = 1
+        st.mem = vm.mem
+        st.adj = vm.adj
+        st.nonfinite = 0
+        st.pc = -1
+        st.steps = 0
+        if native_run(self.nat_fwd, &st) != 0:
+            self.native_bails += 1
+            return 1
+        n_fwd = st.steps
+        self.last_n = n_fwd
+        memcpy(ws + nw, vm.mem, nw * sizeof(i64))
+        vm.adj[of_addr] = 1.0
+        st.pc = -1
+        st.steps = 0
+        if native_run(self.nat_bwd, &st) != 0:
+            self.native_bails += 1
+            return 1
+        vm.steps = n_fwd + st.steps
+        vm.t = n_fwd - st.steps
+        vm.ad = _AD_ADJ
+        vm.D = -1
+        vm.status = _S_START
+        vm.pc = vm.fn_begin[vm.main]
         return 0
 
     cdef int _sweep(self, bint instrumented) except -1:

@@ -469,10 +469,15 @@ class GradFn:
     calls take one call into the core (`Core.gradient`: reset, forward, adjoint sweep) when
     every input is a Python float or int for a scalar float or int input, or a list of Python
     floats or a float64 array for a float array; anything else goes the general way.
-    `f.last` is the last call's Derivatives."""
+    Those core calls run the program as native code (rvm/native) once it is compiled: at the
+    NATIVE_AFTER-th fast call (native=None, unless RVM_NATIVE=0), at once (native=True, which
+    raises when it cannot) or never (native=False).  `f.last` is the last call's Derivatives;
+    `f.native` says whether native code runs and, if not, why."""
+
+    NATIVE_AFTER = 8
 
     def __init__(self, program: Program, of: str, wrt: str | Sequence[str],
-                 check_ancillas: bool, options: dict[str, Any]):
+                 check_ancillas: bool, options: dict[str, Any], native: bool | None = None):
         self.program, self.of, self.wrt = program, of, wrt
         self.runner = _Runner(program, of, _wrt_list(wrt))
         self.check_ancillas, self.options = check_ancillas, options
@@ -480,19 +485,56 @@ class GradFn:
         self._last: Derivatives | None = None
         # the fast pass has no step limit or ancilla check to honour
         self._fast = not check_ancillas and options.get("max_steps") is None
+        self._native: str = "not compiled"
+        self._countdown = -1 if native is False or os.environ.get("RVM_NATIVE") == "0" \
+            else self.NATIVE_AFTER
+        if native is False:
+            self._native = "off (native=False)"
+        elif native:
+            self.compile()
 
     def __call__(self, inputs: Mapping[str, Any] | None = None) -> dict[str, Any]:
         r = self.runner
-        if not self._first and self._fast and r.fast(inputs):
-            self._last = None
-            self._grad = _split(r.g, r.wrt)           # copies: r.g is reused
-            return self._grad
+        if not self._first and self._fast:
+            if self._countdown > 0:
+                self._countdown -= 1
+                if self._countdown == 0:
+                    self._try_compile()
+            if r.fast(inputs):
+                self._last = None
+                self._grad = _split(r.g, r.wrt)           # copies: r.g is reused
+                return self._grad
         res = derivatives(self.program, self.of, self.wrt, inputs,
                           check_ancillas=self.check_ancillas or self._first, _runner=r,
                           **self.options)
         self._first = False
         self._last = res
         return res.gradient
+
+    def compile(self) -> Any:
+        """Compile the program to native code now (or find it in the cache) and run the fast
+        calls with it; returns rvm.native.Native.  Raises rvm.native.Unsupported when the
+        program uses what the generator does not cover, BuildError without a C compiler."""
+        from .. import native
+        nat = native.compile_program(self.program)
+        if not nat.install(self.runner.core):
+            raise native.BuildError("the entry frame does not fit the machine's frame region")
+        self._countdown = -1
+        self._native = f"native ({nat.path.name}, {'built' if nat.built else 'cached'} "\
+                       f"in {nat.seconds:.2f} s)"
+        return nat
+
+    def _try_compile(self) -> None:
+        from .. import native
+        try:
+            self.compile()
+        except (native.Unsupported, native.BuildError, OSError) as e:
+            self._native = f"interpreted: {e}"
+
+    @property
+    def native(self) -> str:
+        """Whether the fast calls run native code, and if not, why."""
+        return self._native
 
     @property
     def last(self) -> Derivatives | None:
@@ -506,8 +548,11 @@ class GradFn:
 
 
 def grad_fn(program: Program | str | os.PathLike, of: str, wrt: str | Sequence[str], *,
-            check_ancillas: bool = False, **options: Any) -> GradFn:
+            check_ancillas: bool = False, native: bool | None = None,
+            **options: Any) -> GradFn:
     """A gradient function f(inputs) -> {wrt name: gradient} that reuses one machine (for
     training loops).  The ancillas are checked on the first call only (unless
-    check_ancillas=True: every call); `f.last` is the last call's Derivatives."""
-    return GradFn(_as_program(program), of, wrt, check_ancillas, options)
+    check_ancillas=True: every call); `f.last` is the last call's Derivatives.  native: run
+    repeated calls as compiled C (None: from the GradFn.NATIVE_AFTER-th call when possible;
+    True: now, or raise; False: never); see GradFn."""
+    return GradFn(_as_program(program), of, wrt, check_ancillas, options, native)

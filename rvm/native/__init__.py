@@ -1,0 +1,51 @@
+"""Native code for gradients: a program's forward run and adjoint sweep compiled to C.
+
+rvm.grad_fn calls a program many times with new inputs; for small programs the interpreter's
+dispatch, not the arithmetic, is then most of the time.  `compile_program` translates the
+program (rvm/native/codegen.py: the instruction table's semantics and adjoint rules, calling
+the interpreter's own arithmetic headers), builds it with the system C compiler into a shared
+library cached on disk (rvm/native/build.py), and hands the two entry points to the Core
+(`Core.set_native`), whose `gradient` then runs them instead of the interpreter.  Results are
+bit for bit the interpreter's; anything the interpreter would trap on makes the native code
+give up and the interpreter run the call from the start, reporting as usual.  See docs/ad.md.
+"""
+from __future__ import annotations
+
+import ctypes
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .build import BuildError, build, cache_dir, compiler
+from .codegen import ABI, Unsupported, generate
+
+__all__ = ["Native", "BuildError", "Unsupported", "compile_program", "cache_dir", "compiler",
+           "generate"]
+
+
+@dataclass
+class Native:
+    """A loaded native library for one program."""
+    lib: ctypes.CDLL
+    path: Path
+    forward: int          # address of rvm_native_forward
+    backward: int         # address of rvm_native_backward
+    built: bool           # compiled by this call (False: found in the cache)
+    seconds: float        # time to generate, compile (or find) and load
+
+    def install(self, core) -> bool:
+        """Make `core.gradient` run this code (False: its frame region is too small)."""
+        return core.set_native(self.lib, self.forward, self.backward)
+
+
+def compile_program(program) -> Native:
+    """Generate, build (or find in the cache) and load `program`'s native code.  Raises
+    Unsupported when the generator does not cover the program, BuildError without a working
+    C compiler."""
+    t0 = time.perf_counter()
+    lib, path, built = build(generate(program))
+    if lib.rvm_native_abi() != ABI:
+        raise BuildError(f"{path}: built for another rvm (ABI {lib.rvm_native_abi()})")
+    addr = [ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
+            for name in ("rvm_native_forward", "rvm_native_backward")]
+    return Native(lib, path, addr[0], addr[1], built, time.perf_counter() - t0)
