@@ -23,15 +23,6 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 pytestmark = pytest.mark.skipif(native.compiler() is None, reason="no C compiler")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _cache(tmp_path_factory):
-    """A fresh cache per test module (and never the user's ~/.cache)."""
-    mp = pytest.MonkeyPatch()
-    mp.setenv("RVM_CACHE_DIR", str(tmp_path_factory.mktemp("native")))
-    yield
-    mp.undo()
-
-
 def bits(v) -> list:
     return np.asarray(v, dtype=np.float64).reshape(-1).view(np.int64).tolist()
 
