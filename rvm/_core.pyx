@@ -2750,6 +2750,12 @@ cdef class Core:
         words at the start, at the end and back at the start.  Returns 0, or 1 when the
         general path must run instead (an input it does not store, a trap, a trace, a
         breakpoint, a non-finite derivative): that path reports it."""
+        return self._gradient(of_addr, inputs, input_cells, def_addrs, def_words, wrt_addrs,
+                              out, words, tangent, out_t)
+
+    cdef int _gradient(self, i64 of_addr, dict inputs, dict input_cells, cnp.ndarray def_addrs,
+                       cnp.ndarray def_words, cnp.ndarray wrt_addrs, cnp.ndarray out,
+                       cnp.ndarray words, cnp.ndarray tangent, cnp.ndarray out_t) except -1:
         cdef VM* vm = &self.vm
         cdef i64 i, n, used, addr
         cdef int kind
@@ -3115,3 +3121,46 @@ cdef class Core:
         if (word & 7) == MODE_N:
             return ("len", p[0])
         return ("cell", p - vm.mem)
+
+
+cdef class GradCall:
+    """Core.gradient with everything but the inputs bound: call(inputs) -> {wrt name:
+    gradient} (np.float64 for a scalar, a fresh array for an array), or None when the general
+    path must run.  The fast path of rvm.grad_fn, so that a call from Python costs one call
+    into the core (rvm/ad/engine.py builds it)."""
+    cdef Core core
+    cdef i64 of_addr
+    cdef dict cells
+    cdef cnp.ndarray def_addrs, def_words, wrt_addrs, out, words
+    cdef list parts                        # (name, offset, shape or None for a scalar)
+
+    def __init__(self, Core core, i64 of_addr, dict cells, cnp.ndarray def_addrs,
+                 cnp.ndarray def_words, cnp.ndarray wrt_addrs, cnp.ndarray out,
+                 cnp.ndarray words, list parts):
+        self.core, self.of_addr, self.cells = core, of_addr, cells
+        self.def_addrs, self.def_words, self.wrt_addrs = def_addrs, def_words, wrt_addrs
+        self.out, self.words, self.parts = out, words, parts
+
+    def __call__(self, inputs):
+        cdef dict res = {}
+        if type(inputs) is not dict:
+            if inputs is not None:
+                return None                # another Mapping: the general path reads it
+            inputs = {}
+        if self.core._gradient(self.of_addr, inputs, self.cells,
+                               self.def_addrs, self.def_words, self.wrt_addrs, self.out,
+                               self.words, None, None) != 0:
+            return None
+        for name, at, shape in self.parts:
+            if shape is None:
+                res[name] = self.out[at]
+            else:
+                res[name] = self.out[at:at + _size(shape)].reshape(shape).copy()
+        return res
+
+
+cdef i64 _size(tuple shape):
+    cdef i64 n = 1
+    for k in shape:
+        n *= <i64>k
+    return n

@@ -200,6 +200,12 @@ class _Runner:
         self.words the globals' words at the start, the end and back at the start.  False
         when the general path must run (inputs the core does not store, a trap, a trace, a
         non-finite derivative); the general path reports it."""
+        cells, def_addrs, def_words, wrt_addrs = self._fast_args()
+        return self.core.gradient(self.of.addr, inputs or {}, cells, def_addrs, def_words,
+                                  wrt_addrs, self.g, self.words, tangent, self.h) == 0
+
+    def _fast_args(self) -> tuple:
+        """(input cells, default addresses, default words, wrt addresses) of the fast pass."""
         if self._fast is None:
             prog = self.program
             addrs, words = self.m._defaults()
@@ -212,9 +218,18 @@ class _Runner:
                                    dtype=np.int64))
             self.g, self.h = np.zeros(self.n), np.zeros(self.n)
             self.words = np.zeros((3, self.n_globals), dtype=np.int64)
-        cells, def_addrs, def_words, wrt_addrs = self._fast
-        return self.core.gradient(self.of.addr, inputs or {}, cells, def_addrs, def_words,
-                                  wrt_addrs, self.g, self.words, tangent, self.h) == 0
+        return self._fast
+
+    def grad_call(self) -> Callable[[Mapping[str, Any] | None], dict[str, Any] | None]:
+        """The gradient pass of `fast` bound into one core object: call(inputs) -> {wrt name:
+        gradient} (fresh values, as _split makes them), or None for the general path."""
+        cells, def_addrs, def_words, wrt_addrs = self._fast_args()
+        parts, at = [], 0
+        for c in self.wrt:
+            parts.append((c.name, at, tuple(c.shape) if c.shape else None))
+            at += c.size
+        return _core.GradCall(self.core, self.of.addr, cells, def_addrs, def_words, wrt_addrs,
+                              self.g, self.words, parts)
 
     def fast_loss(self) -> float:
         """The loss at the end of the last fast pass's forward run."""
@@ -482,6 +497,7 @@ class GradFn:
         self.runner = _Runner(program, of, _wrt_list(wrt))
         self.check_ancillas, self.options = check_ancillas, options
         self._first = True
+        self._call: Callable | None = None     # the fast pass, after the first call
         self._last: Derivatives | None = None
         # the fast pass has no step limit or ancilla check to honour
         self._fast = not check_ancillas and options.get("max_steps") is None
@@ -494,19 +510,21 @@ class GradFn:
             self.compile()
 
     def __call__(self, inputs: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        r = self.runner
-        if not self._first and self._fast:
+        if self._call is not None:
             if self._countdown > 0:
                 self._countdown -= 1
                 if self._countdown == 0:
                     self._try_compile()
-            if r.fast(inputs):
+            g = self._call(inputs)                      # fresh values: the buffers are reused
+            if g is not None:
                 self._last = None
-                self._grad = _split(r.g, r.wrt)           # copies: r.g is reused
-                return self._grad
+                self._grad = g
+                return g
         res = derivatives(self.program, self.of, self.wrt, inputs,
-                          check_ancillas=self.check_ancillas or self._first, _runner=r,
+                          check_ancillas=self.check_ancillas or self._first, _runner=self.runner,
                           **self.options)
+        if self._first and self._fast:
+            self._call = self.runner.grad_call()
         self._first = False
         self._last = res
         return res.gradient
