@@ -199,3 +199,12 @@ def test_random_programs_agree(src, floats, data):
     if floats:
         ins.update({n: data.draw(st.floats(-100, 100)) for n in FIXEDS})
     same(prog, data.draw(st.sampled_from(FIXEDS)), FIXEDS, [{}, ins, {}], bails=None)
+
+
+def test_a_non_finite_derivative_hands_the_call_back():
+    """sqrt at 0: the value is fine, its derivative is not; the interpreter reports it."""
+    prog = rvm.assemble("inout x: float = 1.0\noutput y: float\n"
+                        "func main() {\n    y += sqrt(x)\n}\n")
+    out = same(prog, "y", ["x"], [{"x": 4.0}, {"x": 0.0}, {"x": 4.0}], bails=1)
+    assert out[0][0] == {"x": bits(0.25)} and out[1][0] == "error"
+    assert "NonFinite" in out[1][1]
