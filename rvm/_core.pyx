@@ -2772,13 +2772,15 @@ cdef class Core:
             self.set_ad(_AD_ADJ)
         # the start state (reset(False) and clear_duals() without Python objects)
         used = min(vm.n_static + max(vm.peak_frame, vm.ftop - vm.n_static), vm.n_mem)
-        memset(vm.tan, 0, used * sizeof(double))
         memset(vm.adj, 0, used * sizeof(double))
-        memset(vm.adjt, 0, used * sizeof(double))
-        n = max(vm.peak_sp, vm.sp) + 1
-        memset(vm.stan, 0, n * sizeof(double))
-        memset(vm.sadj, 0, n * sizeof(double))
-        memset(vm.sadjt, 0, n * sizeof(double))
+        if self.nat_fwd == NULL or hvp:
+            # (the native code reads no other dual; every interpreted run zeroes them first)
+            memset(vm.tan, 0, used * sizeof(double))
+            memset(vm.adjt, 0, used * sizeof(double))
+            n = max(vm.peak_sp, vm.sp) + 1
+            memset(vm.stan, 0, n * sizeof(double))
+            memset(vm.sadj, 0, n * sizeof(double))
+            memset(vm.sadjt, 0, n * sizeof(double))
         vm.ev_release = vm.ev_nonfinite = 0
         vm.ev_release_max = 0.0
         vm.ev_release_pc = vm.ev_nonfinite_pc = -1
@@ -3151,12 +3153,16 @@ cdef class GradCall:
                                self.def_addrs, self.def_words, self.wrt_addrs, self.out,
                                self.words, None, None) != 0:
             return None
+        cdef double* g = <double*>cnp.PyArray_DATA(self.out)
         for name, at, shape in self.parts:
             if shape is None:
-                res[name] = self.out[at]
+                res[name] = _F64(g[<i64>at])
             else:
                 res[name] = self.out[at:at + _size(shape)].reshape(shape).copy()
         return res
+
+
+_F64 = np.float64
 
 
 cdef i64 _size(tuple shape):
