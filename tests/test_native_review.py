@@ -466,3 +466,44 @@ def test_random_float_and_fixed_programs_agree(seed):
         nat, _ = observe(prog, of, wrt, RAND_INPUTS, True)
         ref, _ = observe(prog, of, wrt, RAND_INPUTS, False)
         assert nat == ref
+
+
+# ---- non-finite adjoints ----------------------------------------------------------------------
+
+SQRT_AT_ZERO = """
+inout x: float = 0.5
+inout t: float
+inout z: float
+func main() {
+    z += sqrt(t)            ; t == 0: t's adjoint is inf, but t is not differentiated
+    z += x * x
+}
+"""
+
+
+def test_an_infinite_adjoint_off_the_gradient_gives_the_interpreters_values():
+    """What the two agree on when a cell outside wrt gets an infinite adjoint."""
+    ins = [{}, {"x": 1.5}, {"x": -0.25}]
+    nat, _ = observe(rvm.assemble(SQRT_AT_ZERO), "z", ["x"], ins, True)
+    ref, _ = observe(rvm.assemble(SQRT_AT_ZERO), "z", ["x"], ins, False)
+    assert [o[:4] for o in nat] == [o[:4] for o in ref]         # all but the words
+    assert nat[1][0] == {"x": bits(3.0)} and nat[1][1] == bits(2.25) and nat[1][2] == 4
+    # with t in wrt the gradient is not finite: the general path's NonFiniteDerivative
+    obs, f = same(SQRT_AT_ZERO.replace("inout t: float", "inout t: float = 1.0"), "z",
+                  ["x", "t"], [{}, {"t": 0.0}, {"t": 4.0}])
+    assert obs[1][:2] == ("error", "NonFiniteDerivative") and obs[2][0]["t"] == bits(0.25)
+
+
+def test_an_infinite_adjoint_off_the_gradient_keeps_the_words_and_the_native_path():
+    """Found in review (6ac43f2): the native sweep bailed out on any non-finite adjoint, also
+    one of a cell outside wrt, where the interpreter's fast path completes (it checks only the
+    wrt adjoints); the general path that reran the call does not write f.runner.words[2], so
+    the words back at the start were the previous call's, and every such call ran twice."""
+    snaps = {}
+    for use_native in (True, False):
+        f = rvm.grad_fn(SQRT_AT_ZERO, of="z", wrt=["x"], native=use_native)
+        f({})
+        f({"x": 1.5})
+        snaps[use_native] = (f.runner.words.tolist(), f.runner.core.native_bails)
+    assert snaps[True][0] == snaps[False][0]          # native: words[2] == [0, 0, 0]
+    assert snaps[True][1] == 0
