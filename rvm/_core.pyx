@@ -2466,7 +2466,6 @@ cdef struct NativeState:
     i64 pc                # -1: enter the entry function; else resume at this jump target
     i64 steps
     i64 budget            # return 1 (resumable) at a taken jump once steps reach it
-    i64 nonfinite
 ctypedef i64 (*native_fn)(NativeState*) noexcept nogil
 
 
@@ -2866,7 +2865,6 @@ cdef class Core:
         vm.peak_depth = 1
         st.mem = vm.mem
         st.adj = vm.adj
-        st.nonfinite = 0
         st.pc = -1
         st.steps = 0
         if native_run(self.nat_fwd, &st) != 0:

@@ -8,9 +8,11 @@ and isa/derivatives) decides what each row is: its value update, its inverse (th
 the inverse-mapped rows, like the interpreter) and its differentiation rule.
 
 The generated code does not report errors.  Anything the interpreter would trap on (a bounds,
-alias, come-from, ancilla or arithmetic trap, a non-finite derivative) makes it return
-BAIL with nothing promised about the state; the caller then runs the interpreter from the
-start, which reports it with its usual detail.  Programs the generator does not cover
+alias, come-from, ancilla or arithmetic trap) makes it return BAIL with nothing promised about
+the state; the caller then runs the interpreter from the start, which reports it with its
+usual detail.  Like the interpreter's fast path it does not count non-finite intermediate
+derivatives: a gradient that ends non-finite sends the call to the general path, which
+reports where it became so.  Programs the generator does not cover
 (calls, the value stack, traces, parameters) raise Unsupported and stay interpreted.
 """
 from __future__ import annotations
@@ -23,7 +25,7 @@ from isa.types import FIXED, FLOAT, INT, LNS
 
 # return codes of the generated functions (rvm/_core.pyx keeps the same numbers)
 DONE, BUDGET, BAIL = 0, 1, 2
-ABI = 1                   # bump when the state struct or the entry points change
+ABI = 2                   # bump when the state struct or the entry points change
 
 MODE_G, MODE_L, MODE_P, MODE_X, MODE_N = range(5)
 _TY = {INT: 0, FIXED: 1, LNS: 2, FLOAT: 3}
@@ -45,10 +47,8 @@ PRELUDE = """\
 typedef int64_t i64;
 typedef uint64_t u64;
 /* rvm/_core.pyx NativeState: keep in step (ABI) */
-typedef struct { i64* mem; double* adj; i64 pc; i64 steps; i64 budget; i64 nonfinite; } rvm_ns;
+typedef struct { i64* mem; double* adj; i64 pc; i64 steps; i64 budget; } rvm_ns;
 #define BAIL(at) do { st->pc = (at); st->steps = n; return 2; } while (0)
-/* a derivative became inf or nan (x * 0 is nan then, else 0): checked once at the end */
-#define NF(x) (nfs += (x) * 0.0)
 /* some cell of p[0..n) is not zero (the frame check at return), four words at a time */
 static inline int rvm_any(const i64* p, int n) {
     u64 a = 0, b = 0, c = 0, d = 0; int k = 0;
@@ -201,7 +201,7 @@ class _Fn:
         if fam == "end":                                 # return from the entry function
             self.emit(f"L{pc}: n++; {self.write_back()} "
                       f"if (rvm_any(M + {self.fp}, {self.fs})) BAIL({pc});")
-            self.emit("st->steps = n; if (nfs != nfs) { st->nonfinite = 1; return 2; } return 0;")
+            self.emit("st->steps = n; return 0;")
             return
         if fam == "begin":                               # never reached legally
             self.emit(f"L{pc}: BAIL({pc});")
@@ -384,8 +384,8 @@ class _Fn:
             sty = op.types[1] if len(op.types) > 1 else t
             if pf == PF_MUL:
                 return [f"{{ double ab = {D[0]}; if (ab != 0.0) {{ "
-                        f"{D[1]} -= {s}.0 * {self.real(V[2], sty)} * ab; NF({D[1]}); "
-                        f"{D[2]} -= {s}.0 * {self.real(V[1], sty)} * ab; NF({D[2]}); }} }}"]
+                        f"{D[1]} -= {s}.0 * {self.real(V[2], sty)} * ab; "
+                        f"{D[2]} -= {s}.0 * {self.real(V[1], sty)} * ab; }} }}"]
             if pf >= PF_FN2:
                 pf, ib = pf + c[4], 2
             elif pf >= PF_FN1:
@@ -397,8 +397,8 @@ class _Fn:
                    f"dx1.v = {self.real(V[ib], sty)}; dx1.t = 0.0; "
                    f"int np = rvm_partials({pf}, dx0, dx1, &dd[0], &dd[1]); "
                    f"double ab = {D[0]}; if (ab != 0.0) {{ "
-                   f"{D[1]} -= {s}.0 * dd[0].v * ab; NF({D[1]}); "
-                   f"if (np > 1) {{ {D[ib]} -= {s}.0 * dd[1].v * ab; NF({D[ib]}); }} }} }}"]
+                   f"{D[1]} -= {s}.0 * dd[0].v * ab; "
+                   f"if (np > 1) {{ {D[ib]} -= {s}.0 * dd[1].v * ab; }} }} }}"]
             return out
         if rule.kind == "neg":
             return [f"{D[0]} = -{D[0]};"]
@@ -417,7 +417,7 @@ class _Fn:
                     f"double ax = {D[0]}, ay = {D[1]}; "
                     "double nax = C * ax - S * ay, nay = S * ax + C * ay; "
                     f"{D[2]} -= {s}.0 * (-yp * ax + xp * ay); "
-                    f"{D[0]} = nax; {D[1]} = nay; NF({D[2]}); }}"]
+                    f"{D[0]} = nax; {D[1]} = nay; }}"]
         raise Unsupported(f"pc {pc}: the rule of `{op.name}`")
 
     # -- the function ----------------------------------------------------------------------
@@ -456,7 +456,7 @@ class _Fn:
         cases = " ".join(f"case {t}: goto {lab};" for t, lab in sorted(self.targets.items()))
         head = [f"i64 {self.name}(rvm_ns* st) {{",
                 "i64* const M = st->mem; double* const A = st->adj; i64 n = st->steps; "
-                "double nfs = 0.0, cs[2]; (void)A; (void)cs; (void)nfs;",
+                "double cs[2]; (void)A; (void)cs;",
                 *self.locals(),
                 f"switch (st->pc) {{ case -1: goto ENTER; {cases} default: return 2; }}"]
         return "\n".join(head + enter + body + ["}"]) + "\n"
