@@ -3142,6 +3142,9 @@ cdef class GradCall:
         self.out, self.words, self.parts = out, words, parts
 
     def __call__(self, inputs):
+        return self.call(inputs)
+
+    cdef object call(self, object inputs):
         cdef dict res = {}
         if type(inputs) is not dict:
             if inputs is not None:
@@ -3161,6 +3164,30 @@ cdef class GradCall:
 
 
 _F64 = np.float64
+
+
+cdef class GradFnBase:
+    """The call of rvm.ad.engine.GradFn (its base class), in C: once `fast` holds a GradCall,
+    a call runs it (counting `countdown` down to 0, when it calls self._countdown_done()), and
+    only a call it cannot take, or any call before, goes to self._general(inputs) in Python.
+    `fast_grad` is the last call's gradient if the fast path made it, else None."""
+    cdef public object fast
+    cdef public int countdown
+    cdef public object fast_grad
+
+    def __call__(self, inputs=None):
+        cdef object g
+        if self.fast is not None:
+            if self.countdown > 0:
+                self.countdown -= 1
+                if self.countdown == 0:
+                    self._countdown_done()
+            g = (<GradCall>self.fast).call(inputs)
+            if g is not None:
+                self.fast_grad = g
+                return g
+        self.fast_grad = None
+        return self._general(inputs)
 
 
 cdef i64 _size(tuple shape):

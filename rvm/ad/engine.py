@@ -478,12 +478,13 @@ def hvp(program: Program | str | os.PathLike, of: str, wrt: str | Sequence[str],
     return derivatives(program, of, wrt, inputs, gradient=False, direction=v, **options).hvp
 
 
-class GradFn:
+class GradFn(_core.GradFnBase):
     """f(inputs) -> {wrt name: gradient}, reusing one machine (for training loops); made by
     `grad_fn`.  The first call (every call with check_ancillas=True) runs `derivatives`.  Later
-    calls take one call into the core (`Core.gradient`: reset, forward, adjoint sweep) when
-    every input is a Python float or int for a scalar float or int input, or a list of Python
-    floats or a float64 array for a float array; anything else goes the general way.
+    calls take one call into the core (`Core.gradient`: reset, forward, adjoint sweep; the
+    call itself is C, see _core.GradFnBase) when every input is a Python float or int for a
+    scalar float or int input, or a list of Python floats or a float64 array for a float
+    array; anything else goes the general way.
     Those core calls run the program as native code (rvm/native) once it is compiled: at the
     NATIVE_AFTER-th fast call (native=None, unless RVM_NATIVE=0), at once (native=True, which
     raises when it cannot) or never (native=False).  `f.last` is the last call's Derivatives;
@@ -497,37 +498,30 @@ class GradFn:
         self.runner = _Runner(program, of, _wrt_list(wrt))
         self.check_ancillas, self.options = check_ancillas, options
         self._first = True
-        self._call: Callable | None = None     # the fast pass, after the first call
         self._last: Derivatives | None = None
         # the fast pass has no step limit or ancilla check to honour
         self._fast = not check_ancillas and options.get("max_steps") is None
         self._native: str = "not compiled"
-        self._countdown = -1 if native is False or os.environ.get("RVM_NATIVE") == "0" \
+        self.countdown = -1 if native is False or os.environ.get("RVM_NATIVE") == "0" \
             else self.NATIVE_AFTER
         if native is False:
             self._native = "off (native=False)"
         elif native:
             self.compile()
 
-    def __call__(self, inputs: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        if self._call is not None:
-            if self._countdown > 0:
-                self._countdown -= 1
-                if self._countdown == 0:
-                    self._try_compile()
-            g = self._call(inputs)                      # fresh values: the buffers are reused
-            if g is not None:
-                self._last = None
-                self._grad = g
-                return g
+    def _general(self, inputs: Mapping[str, Any] | None) -> dict[str, Any]:
+        """A call the fast path does not take (GradFnBase.__call__ sends it here)."""
         res = derivatives(self.program, self.of, self.wrt, inputs,
                           check_ancillas=self.check_ancillas or self._first, _runner=self.runner,
                           **self.options)
         if self._first and self._fast:
-            self._call = self.runner.grad_call()
+            self.fast = self.runner.grad_call()
         self._first = False
         self._last = res
         return res.gradient
+
+    def _countdown_done(self) -> None:
+        self._try_compile()
 
     def compile(self) -> Any:
         """Compile the program to native code now (or find it in the cache) and run the fast
@@ -537,7 +531,7 @@ class GradFn:
         nat = native.compile_program(self.program)
         if not nat.install(self.runner.core):
             raise native.BuildError("the entry frame does not fit the machine's frame region")
-        self._countdown = -1
+        self.countdown = -1
         self._native = f"native ({nat.path.name}, {'built' if nat.built else 'cached'} "\
                        f"in {nat.seconds:.2f} s)"
         return nat
@@ -557,11 +551,12 @@ class GradFn:
     @property
     def last(self) -> Derivatives | None:
         """The last call's Derivatives (built on demand after a fast call)."""
-        if self._last is None and not self._first:
+        if self.fast_grad is not None:
             r, w = self.runner, self.runner.words
-            self._last = Derivatives(cells=r.wrt, gradient=self._grad, steps=r.core.last_n,
+            self._last = Derivatives(cells=r.wrt, gradient=self.fast_grad, steps=r.core.last_n,
                                      _end=(r.m, w[1].copy()), value=r.fast_loss(),
                                      drift=_drift(self.program, w[2], w[0]))
+            self.fast_grad = None
         return self._last
 
 
