@@ -344,6 +344,25 @@ func main() {
     assert f.runner.core.native_bails == 1
 
 
+def test_a_come_from_failure_only_in_the_adjoint_sweep_is_the_interpreters():
+    """x + 0.1 - 0.1 rounds back across the if's test: the sweep's re-check fails."""
+    src = """
+inout x: float = 0.25
+inout z: float
+func main() {
+    if x < 0.5 {
+        x += 0.1
+    } fi x < 0.7
+    z += x * x
+}
+"""
+    below = float(np.nextafter(0.5, 0.0))
+    obs, f = same(src, "z", ["x", "z"], [{}, {"x": below}, {"x": 0.3}, {"x": 0.8}])
+    assert obs[1][:2] == ("error", "ComeFromError") and "running backward" in obs[1][2]
+    assert obs[2][0]["x"] == bits(2 * (0.3 + 0.1)) and obs[3][0]["x"] == bits(1.6)
+    assert f.runner.core.native_bails == 1
+
+
 # ---- long runs: the native code returns at its budget and resumes -----------------------------
 
 LONG = """
