@@ -526,3 +526,21 @@ def test_an_infinite_adjoint_off_the_gradient_keeps_the_words_and_the_native_pat
         snaps[use_native] = (f.runner.words.tolist(), f.runner.core.native_bails)
     assert snaps[True][0] == snaps[False][0]          # native: words[2] == [0, 0, 0]
     assert snaps[True][1] == 0
+
+
+def test_the_automatic_compile_changes_nothing_a_caller_sees(monkeypatch):
+    monkeypatch.delenv("RVM_NATIVE", raising=False)
+    prog = rvm.assemble(FLOAT)
+    ins = [{"x": 0.1 * k, "i": k % 3} for k in range(1, 13)] + [{"j": 4}, {"x": 0.9}]
+    ref, _ = observe(prog, "z", ["x", "th", "xs"], ins, False)
+    f = rvm.grad_fn(prog, of="z", wrt=["x", "th", "xs"])          # native=None
+    seen = []
+    for inp in ins:
+        try:
+            g = f(dict(inp))
+            seen.append(({k: bits(v) for k, v in g.items()}, bits(f.last.value), f.last.steps,
+                         f.last.drift, f.runner.words.tolist()))
+        except Exception as e:                                      # noqa: BLE001
+            seen.append(("error", type(e).__name__, str(e)))
+    assert f.runner.core.native and "native" in f.native
+    assert seen[1:] == ref[1:]
