@@ -55,7 +55,11 @@ def impl(prog: Any, inputs: dict[str, Any], of: str, wrt: list[str],
             # as compile time; a program it does not cover stays interpreted (see the note)
             if first[0]:
                 first[0] = False
-                f._try_compile()
+                try:
+                    f.compile()
+                except (rvm.native.Unsupported, rvm.native.BuildError) as e:
+                    f.countdown = -1        # no second try in the background; f.native says why
+                    f._native = f"interpreted: {e}"
             return f(inputs)
     def describe(row: Any) -> str:
         # where the forward time goes: instructions run, ns each, and the Python-side reset;

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
@@ -486,8 +487,9 @@ class GradFn(_core.GradFnBase):
     scalar float or int input, or a list of Python floats or a float64 array for a float
     array; anything else goes the general way.
     Those core calls run the program as native code (rvm/native) once it is compiled: at the
-    NATIVE_AFTER-th fast call (native=None, unless RVM_NATIVE=0), at once (native=True, which
-    raises when it cannot) or never (native=False).  `f.last` is the last call's Derivatives;
+    NATIVE_AFTER-th fast call (native=None, unless RVM_NATIVE=0; built in a thread, the calls
+    go on interpreted until it is ready), at once (native=True, which raises when it cannot)
+    or never (native=False).  `f.last` is the last call's Derivatives;
     `f.native` says whether native code runs and, if not, why."""
 
     NATIVE_AFTER = 8
@@ -502,6 +504,8 @@ class GradFn(_core.GradFnBase):
         # the fast pass has no step limit or ancilla check to honour
         self._fast = not check_ancillas and options.get("max_steps") is None
         self._native: str = "not compiled"
+        self._build: threading.Thread | None = None     # the automatic build, while it runs
+        self._built: Any = None
         self.countdown = -1 if native is False or os.environ.get("RVM_NATIVE") == "0" \
             else self.NATIVE_AFTER
         if native is False:
@@ -511,6 +515,7 @@ class GradFn(_core.GradFnBase):
 
     def _general(self, inputs: Mapping[str, Any] | None) -> dict[str, Any]:
         """A call the fast path does not take (GradFnBase.__call__ sends it here)."""
+        self._last = None                   # a call that raises leaves no stale `last`
         res = derivatives(self.program, self.of, self.wrt, inputs,
                           check_ancillas=self.check_ancillas or self._first, _runner=self.runner,
                           **self.options)
@@ -521,27 +526,47 @@ class GradFn(_core.GradFnBase):
         return res.gradient
 
     def _countdown_done(self) -> None:
-        self._try_compile()
+        """At the NATIVE_AFTER-th fast call: build the native code in a thread (the compiler
+        is a subprocess: calls go on, interpreted, meanwhile), then install it at a later
+        call, between two calls, so that no call runs half one way and half the other."""
+        if self._build is None:
+            self._build = threading.Thread(target=self._build_native, daemon=True,
+                                           name="rvm-native-build")
+            self._build.start()
+            self.countdown = 1                  # look again at the next call
+        elif self._build.is_alive():
+            self.countdown = 1
+        else:
+            built, self._build = self._built, None
+            self._install(built) if not isinstance(built, Exception) else \
+                self._refuse(built)
+
+    def _build_native(self) -> None:
+        from .. import native
+        try:
+            self._built = native.compile_program(self.program)
+        except (native.Unsupported, native.BuildError, OSError) as e:
+            self._built = e
 
     def compile(self) -> Any:
         """Compile the program to native code now (or find it in the cache) and run the fast
         calls with it; returns rvm.native.Native.  Raises rvm.native.Unsupported when the
         program uses what the generator does not cover, BuildError without a C compiler."""
         from .. import native
-        nat = native.compile_program(self.program)
+        return self._install(native.compile_program(self.program))
+
+    def _install(self, nat: Any) -> Any:
+        from .. import native
+        self.countdown = -1
         if not nat.install(self.runner.core):
             raise native.BuildError("the entry frame does not fit the machine's frame region")
-        self.countdown = -1
         self._native = f"native ({nat.path.name}, {'built' if nat.built else 'cached'} "\
                        f"in {nat.seconds:.2f} s)"
         return nat
 
-    def _try_compile(self) -> None:
-        from .. import native
-        try:
-            self.compile()
-        except (native.Unsupported, native.BuildError, OSError) as e:
-            self._native = f"interpreted: {e}"
+    def _refuse(self, e: Exception) -> None:
+        self.countdown = -1
+        self._native = f"interpreted: {e}"
 
     @property
     def native(self) -> str:
