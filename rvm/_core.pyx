@@ -2463,24 +2463,38 @@ cdef struct NativeState:
     # rvm/native/codegen.py's rvm_ns: keep in step (its ABI number)
     i64* mem
     double* adj
-    i64 pc                # -1: enter the entry function; else resume at this jump target
     i64 steps
-    i64 budget            # return 1 (resumable) at a taken jump once steps reach it
+    i64 budget            # the native code calls poll when its steps reach it
+    int (*poll)(NativeState*) noexcept
+    i64 n_mem
+    i64 max_depth
+    i64 pt_cap
+    i64 peak_ftop         # the deepest frame top and call depth the run reached
+    i64 peak_depth
+    i64 pc                # where it gave up
 ctypedef i64 (*native_fn)(NativeState*) noexcept nogil
+
+cdef extern from "Python.h":
+    int _check_signals "PyErr_CheckSignals" ()      # no Cython error check: poll reports it
+
+
+cdef int native_poll(NativeState* st) noexcept with gil:
+    """Called by the native code every 2^24 steps: a Ctrl-C (or any signal handler's
+    exception) stops the run and stays set for native_run to raise; other threads get a turn."""
+    with nogil:
+        pass
+    return _check_signals() != 0
 
 
 cdef int native_run(native_fn f, NativeState* st) except -1:
-    """Run f to its end: a first short slice holding the GIL, then long slices without it
-    with a check for Ctrl-C between them (like Core._sweep).  Returns 0, or 2: the
-    interpreter must run instead."""
+    """Run f (holding the GIL; native_poll lets go of it between slices).  Returns 0, or 2:
+    the interpreter must run instead; raises what a signal handler raised."""
     cdef i64 rc
     st.budget = st.steps + (1 << 16)
+    st.poll = native_poll
     rc = f(st)
-    while rc == 1:
-        PyErr_CheckSignals()
-        st.budget = st.steps + (1 << 26)
-        with nogil:
-            rc = f(st)
+    if rc == 3:
+        return -1
     return <int>rc
 
 
@@ -2860,23 +2874,30 @@ cdef class Core:
         cdef VM* vm = &self.vm
         cdef NativeState st
         cdef i64 fs = vm.fn_fsize[vm.main], n_fwd
+        cdef int rc
         # first, so that a reset after a bail out clears the whole frame
         vm.peak_frame = max(vm.peak_frame, fs)
-        vm.peak_depth = 1
+        vm.peak_depth = max(vm.peak_depth, 1)
         st.mem = vm.mem
         st.adj = vm.adj
-        st.pc = -1
+        st.n_mem = vm.n_mem
+        st.max_depth = vm.max_depth
+        st.pt_cap = vm.pt_cap
+        st.peak_ftop = vm.n_static + fs
+        st.peak_depth = 1
         st.steps = 0
-        if native_run(self.nat_fwd, &st) != 0:
-            self.native_bails += 1
-            return 1
+        rc = native_run(self.nat_fwd, &st)
         n_fwd = st.steps
-        self.last_n = n_fwd
-        memcpy(ws + nw, vm.mem, nw * sizeof(i64))
-        vm.adj[of_addr] = 1.0
-        st.pc = -1
-        st.steps = 0
-        if native_run(self.nat_bwd, &st) != 0:
+        if rc == 0:
+            self.last_n = n_fwd
+            memcpy(ws + nw, vm.mem, nw * sizeof(i64))
+            vm.adj[of_addr] = 1.0
+            st.steps = 0
+            rc = native_run(self.nat_bwd, &st)
+        # the frames the calls used (dirty after a bail out: the next reset clears them)
+        vm.peak_frame = max(vm.peak_frame, st.peak_ftop - vm.n_static)
+        vm.peak_depth = max(vm.peak_depth, st.peak_depth)
+        if rc != 0:
             self.native_bails += 1
             return 1
         vm.steps = n_fwd + st.steps

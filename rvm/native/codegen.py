@@ -1,6 +1,6 @@
 """Program -> C: the forward run and the adjoint sweep of a program as straight C code.
 
-Every instruction of the entry function becomes a few lines of C that call the same
+Every instruction of the program's functions becomes a few lines of C that call the same
 arithmetic the interpreter calls (rvm/_arith.h for values, rvm/_deriv.h for the partials), in
 the same order, so results are bit for bit those of rvm/_core.pyx; control flow becomes
 gotos, a jmp's paired join is checked on both of its edges.  The instruction table (isa/table
@@ -12,8 +12,9 @@ alias, come-from, ancilla or arithmetic trap) makes it return BAIL with nothing 
 the state; the caller then runs the interpreter from the start, which reports it with its
 usual detail.  Like the interpreter's fast path it does not count non-finite intermediate
 derivatives: a gradient that ends non-finite sends the call to the general path, which
-reports where it became so.  Programs the generator does not cover
-(calls, the value stack, traces, parameters) raise Unsupported and stay interpreted.
+reports where it became so.  Calls become C calls (do_call's argument checks on the caller's
+side, the callee's frame at the caller's frame top); programs with the value stack or traces
+raise Unsupported and stay interpreted.
 """
 from __future__ import annotations
 
@@ -24,8 +25,8 @@ from isa.table import INVERSE, OPS
 from isa.types import FIXED, FLOAT, INT, LNS
 
 # return codes of the generated functions (rvm/_core.pyx keeps the same numbers)
-DONE, BUDGET, BAIL = 0, 1, 2
-ABI = 2                   # bump when the state struct or the entry points change
+DONE, BAIL, STOPPED = 0, 2, 3
+ABI = 3                   # bump when the state struct or the entry points change
 
 MODE_G, MODE_L, MODE_P, MODE_X, MODE_N = range(5)
 _TY = {INT: 0, FIXED: 1, LNS: 2, FLOAT: 3}
@@ -34,7 +35,7 @@ _TY = {INT: 0, FIXED: 1, LNS: 2, FLOAT: 3}
 _COVERED = {"add", "sub", "addi", "subi", "inc", "dec", "addmul", "submul", "adddiv", "subdiv",
             "xor", "xori", "xorand", "neg", "not", "rotl", "rotr", "swap", "rot", "irot",
             "addfn", "subfn", "addfn2", "subfn2", "mul", "div", "cvt", "uncvt", "alloc", "free",
-            "assert", "nop", "jmp", "join", "begin", "end"}
+            "assert", "nop", "jmp", "join", "begin", "end", "call", "uncall"}
 _SIGNED = {"sub": -1, "subi": -1, "submul": -1, "subdiv": -1, "subfn": -1, "subfn2": -1,
            "uncvt": -1, "div": -1, "dec": -1}
 
@@ -47,11 +48,21 @@ PRELUDE = """\
 typedef int64_t i64;
 typedef uint64_t u64;
 /* rvm/_core.pyx NativeState: keep in step (ABI) */
-typedef struct { i64* mem; double* adj; i64 pc; i64 steps; i64 budget; } rvm_ns;
-#define BAIL(at) do { st->pc = (at); st->steps = n; return 2; } while (0)
+typedef struct rvm_ns {
+    i64* mem; double* adj;
+    i64 steps;                      /* steps run */
+    i64 budget;                     /* poll() when steps reach it, at a taken jump */
+    int (*poll)(struct rvm_ns*);    /* Ctrl-C? (nonzero: stop) and a new budget */
+    i64 n_mem, max_depth, pt_cap;   /* the machine's limits (over them: the interpreter) */
+    i64 peak_ftop, peak_depth;      /* the deepest frame top and call depth reached */
+    i64 pc;                         /* where it gave up */
+} rvm_ns;
+#define BAIL(at) do { st->pc = (at); *np = n; return 2; } while (0)
+#define POLL(at) do { if (n >= st->budget) { st->budget = n + ((i64)1 << 24); \
+    if (st->poll(st)) { st->pc = (at); *np = n; return 3; } } } while (0)
 /* some cell of p[0..n) is not zero (the frame check at return), four words at a time */
-static inline int rvm_any(const i64* p, int n) {
-    u64 a = 0, b = 0, c = 0, d = 0; int k = 0;
+static inline int rvm_any(const i64* p, i64 n) {
+    u64 a = 0, b = 0, c = 0, d = 0; i64 k = 0;
     for (; k + 4 <= n; k += 4) { a |= (u64)p[k]; b |= (u64)p[k + 1]; c |= (u64)p[k + 2]; d |= (u64)p[k + 3]; }
     for (; k < n; k++) a |= (u64)p[k];
     return (a | b | c | d) != 0;
@@ -59,14 +70,17 @@ static inline int rvm_any(const i64* p, int n) {
 int rvm_native_abi(void) { return %d; }
 """ % ABI
 
-
-def lit(w: int) -> str:
-    """A 64-bit word as a C literal (INT64_MIN has no plain decimal literal)."""
-    return f"((i64)0x{w & 0xFFFFFFFFFFFFFFFF:x}ULL)"
+# deeper native calls give up (the C stack is not the machine's control stack)
+MAX_NATIVE_DEPTH = 2000
 
 
 class Unsupported(Exception):
     """The program uses something the generator does not translate (the reason says what)."""
+
+
+def lit(w: int) -> str:
+    """A 64-bit word as a C literal (INT64_MIN has no plain decimal literal)."""
+    return f"((i64)0x{w & 0xFFFFFFFFFFFFFFFF:x}ULL)"
 
 
 def _ops_by_code() -> dict:
@@ -85,25 +99,26 @@ class Ref:
         """C for `the two are one cell`: None when they never are, "1" when always."""
         if self.hi <= other.lo or other.hi <= self.lo:
             return None
-        if self.hi - self.lo == 1 and other.hi - other.lo == 1:
+        if self.hi - self.lo == 1 and other.hi - other.lo == 1 and self.ptr == other.ptr:
             return "1"
         return f"{self.ptr} == {other.ptr}"
 
 
+ANY = 1 << 62                   # the address range of a cell reached through a parameter
 MAX_PROMOTED = 512
 
 
-def _promotable(program, rows, fp: int) -> set[int]:
-    """Cells the generated code may keep in C locals (registers): named directly by some
-    operand and outside every array an indexed operand can reach, so that no access through
-    an index sees memory that is stale."""
+def _promotable(program, f, rows) -> set[tuple[str, int]]:
+    """Cells the generated code of function f may keep in C locals (registers): ("G", addr)
+    globals and ("L", offset) frame cells, named directly by some operand and outside every
+    array an indexed operand can reach, so that no access through an index sees memory that
+    is stale.  A parameter can be bound to any caller cell, so a function with parameters
+    keeps no global in a local (its own frame is out of its parameters' reach)."""
     ops = _ops_by_code()
-    direct: dict[int, int] = {}
-    reach: list[tuple[int, int]] = []
-
-    def addr(w):
-        return (w >> 3) if (w & 7) == MODE_G else fp + (w >> 3) if (w & 7) == MODE_L else None
-
+    direct: dict[tuple[str, int], int] = {}
+    reach_g: list[tuple[int, int]] = []
+    reach_l: list[tuple[int, int]] = []
+    key = {MODE_G: "G", MODE_L: "L"}
     for row in rows:
         op = ops[int(row[0])]
         for i, kind in enumerate(op.operands):
@@ -112,65 +127,90 @@ def _promotable(program, rows, fp: int) -> set[int]:
             w = int(row[1 + i])
             if (w & 7) == MODE_X:
                 x = program.xtab[w >> 3]
-                b, k = addr(x.base), addr(x.index)
-                if b is not None:
-                    reach.append((b, b + max(x.length, 0)))
-                if k is not None:
+                if (x.base & 7) in key:
+                    (reach_g if (x.base & 7) == MODE_G else reach_l).append(
+                        (x.base >> 3, (x.base >> 3) + max(x.length, 0)))
+                if (x.index & 7) in key:
+                    k = (key[x.index & 7], x.index >> 3)
                     direct[k] = direct.get(k, 0) + 1
-            elif addr(w) is not None:
-                direct[addr(w)] = direct.get(addr(w), 0) + 1
-    ok = [a for a in direct if not any(lo <= a < hi for lo, hi in reach)]
-    ok.sort(key=lambda a: -direct[a])
+            elif (w & 7) in key:
+                k = (key[w & 7], w >> 3)
+                direct[k] = direct.get(k, 0) + 1
+    ok = [k for k in direct
+          if not any(lo <= k[1] < hi for lo, hi in (reach_g if k[0] == "G" else reach_l))
+          and not (k[0] == "G" and f.params)]
+    ok.sort(key=lambda k: -direct[k])
     return set(ok[:MAX_PROMOTED])
 
 
 class _Fn:
-    """The C of one direction of the entry function (code = the rows as executed)."""
+    """The C of one function run in one direction (code = its rows as executed), with or
+    without the adjoint rules: the forward run runs without, the sweep with."""
 
-    def __init__(self, program, code, e: int, name: str, promoted: set[int]):
-        self.p, self.code, self.e, self.name = program, code, e, name
-        self.promoted = promoted
-        # constant cells are never written (Core validates it): their words are literals
-        self.consts = {c.addr + k: w for c in program.consts for k, w in enumerate(c.values)}
-        f = program.functions[program.main]
+    def __init__(self, program, fi: int, code, e: int, rules: bool, name: str, names: dict):
+        self.p, self.fi, self.code, self.e, self.rules = program, fi, code, e, rules
+        self.name, self.names = name, names       # names: (function, e, rules) -> C name
+        self.needed: list[tuple[int, int, bool]] = []   # callee variants this one calls
+        f = program.functions[fi]
+        self.f = f
+        self.main = fi == program.main
         self.begin, self.end, self.fs = f.begin, f.end, f.frame_size
-        self.fp = program.n_static            # the entry frame starts right after the statics
         self.F = program.fraction_bits
         self.ops = _ops_by_code()
+        self.promoted = _promotable(program, f, code[f.begin:f.end + 1])
+        # constant cells are never written (Core validates it): their words are literals
+        self.consts = {c.addr + k: w for c in program.consts for k, w in enumerate(c.values)}
         self.lines: list[str] = []
         self.nx = 0
-        self.targets: dict[int, str] = {}   # jump target -> its came-from entry
 
     # -- operands --------------------------------------------------------------------------
-    def addr(self, w: int, what: str) -> int:
-        """Absolute address of a G or L word (the entry frame is at a fixed place)."""
-        m, v = w & 7, w >> 3
-        if m == MODE_G:
-            return v
-        if m == MODE_L:
-            return self.fp + v
-        raise Unsupported(f"{what}: a parameter operand")
+    def local(self, key: tuple[str, int]) -> str:
+        return f"r{key[0]}{key[1]}"
 
-    def direct(self, a: int) -> Ref:
-        if a in self.promoted:
-            return Ref(f"(M + {a})", f"r{a}", f"d{a}", a, a + 1)
-        return Ref(f"(M + {a})", f"M[{a}]", f"A[{a}]", a, a + 1)
+    def direct(self, w: int) -> Ref:
+        """A G, L or P operand word's cell."""
+        m, v = w & 7, w >> 3
+        if m == MODE_G or m == MODE_L:
+            key = ("G" if m == MODE_G else "L", v)
+            a = f"{v}" if m == MODE_G else f"fp + {v}"
+            lo = v if m == MODE_G else ANY + v        # frames lie above every static cell
+            if key in self.promoted:
+                loc = self.local(key)
+                return Ref(f"(M + {a})", loc, "d" + loc[1:], lo, lo + 1)
+            return Ref(f"(M + {a})", f"M[{a}]", f"A[{a}]", lo, lo + 1)
+        if m == MODE_P:
+            return Ref(f"(M + pa[{v}])", f"M[pa[{v}]]", f"A[pa[{v}]]", 0, 2 * ANY)
+        raise Unsupported(f"operand mode {m}")
 
     def cell(self, w: int, pc: int, pre: list[str]) -> tuple[Ref, Ref | None]:
-        """(the cell, its index cell's address or None) of the operand word w; an indexed
-        operand reads its index and checks its bounds in `pre`."""
-        if (w & 7) != MODE_X:
-            return self.direct(self.addr(w, f"pc {pc}")), None
+        """(the cell, its index cell or None) of the operand word w (opnd/opnd_slow in
+        rvm/_core.pyx); an indexed operand reads its index and checks its bounds in `pre`."""
+        m = w & 7
+        if m == MODE_N:                                # a parameter's length: read-only
+            return Ref(f"(pl + {w >> 3})", f"pl[{w >> 3}]", "", -3, -2), None
+        if m != MODE_X:
+            return self.direct(w), None
         x = self.p.xtab[w >> 3]
-        base = self.addr(x.base, f"pc {pc}")
-        idx = self.direct(self.addr(x.index, f"pc {pc}"))
-        if x.length < 0:
-            raise Unsupported(f"pc {pc}: an array of a parameter's length")
         self.nx += 1
-        v = f"x{self.nx}"
-        pre.append(f"i64 {v} = {idx.val}; if ((u64){v} >= (u64){x.length}LL) BAIL({pc});")
-        return Ref(f"(M + {base} + {v})", f"M[{base} + {v}]", f"A[{base} + {v}]", base,
-                   base + x.length), idx
+        v, ln = f"x{self.nx}", f"n{self.nx}"
+        bm, bp = x.base & 7, x.base >> 3
+        if bm == MODE_P:
+            base, lo, hi = f"pa[{bp}]", 0, 2 * ANY
+            length = f"pl[{bp}]" if x.length < 0 else \
+                f"({x.length}LL > pl[{bp}] ? pl[{bp}] : {x.length}LL)"
+        else:
+            base = f"{bp}" if bm == MODE_G else f"fp + {bp}"
+            lo = bp if bm == MODE_G else ANY + bp
+            hi, length = lo + x.length, f"{x.length}LL"
+        if (x.index & 7) == MODE_N:
+            idx = None
+            ival = f"pl[{x.index >> 3}]"
+        else:
+            idx = self.direct(x.index)
+            ival = idx.val
+        pre.append(f"i64 {v} = {ival}; i64 {ln} = {length}; "
+                   f"if ((u64){v} >= (u64){ln}) BAIL({pc});")
+        return Ref(f"(M + {base} + {v})", f"M[{base} + {v}]", f"A[{base} + {v}]", lo, hi), idx
 
     # -- rows ------------------------------------------------------------------------------
     def emit(self, s: str) -> None:
@@ -198,10 +238,12 @@ class _Fn:
         nxt = pc + self.e
         if fam not in _COVERED:
             raise Unsupported(f"pc {pc}: `{op.name}`")
-        if fam == "end":                                 # return from the entry function
-            self.emit(f"L{pc}: n++; {self.write_back()} "
-                      f"if (rvm_any(M + {self.fp}, {self.fs})) BAIL({pc});")
-            self.emit("st->steps = n; return 0;")
+        if fam == "end":                                 # return (do_return)
+            zero = " ".join(f"if ({self.local(k)}) BAIL({pc});" for k in sorted(self.promoted)
+                            if k[0] == "L")
+            self.emit(f"L{pc}: n++; {self.write_back(frame=False)} {zero} "
+                      f"if (rvm_any(M + fp, {self.fs})) BAIL({pc});")
+            self.emit("*np = n; return 0;")
             return
         if fam == "begin":                               # never reached legally
             self.emit(f"L{pc}: BAIL({pc});")
@@ -220,10 +262,11 @@ class _Fn:
             pre = []
             cond = self.cond(c, pc, pre)
             target = f"J{t}" if self.ops[int(self.code[t][0])].family == "join" else f"L{t}"
-            self.targets[t] = target
-            budget = (f"if (n >= st->budget) {{ {self.write_back()} st->pc = {t}; "
-                      "st->steps = n; return 1; } ")
-            self.emit(f"L{pc}: {{ n++; {' '.join(pre)} if ({cond}) {{ {budget}goto {target}; }} }}")
+            self.emit(f"L{pc}: {{ n++; {' '.join(pre)} if ({cond}) {{ POLL({t}); "
+                      f"goto {target}; }} }}")
+            return
+        if fam in ("call", "uncall"):
+            self.emit(f"L{pc}: {{ n++; " + " ".join(self.call(c, fam == "call", pc)) + " }")
             return
         if fam == "assert":
             pre = []
@@ -245,9 +288,80 @@ class _Fn:
                     if i is not None and ptr[s].same(i) is not None:
                         body.append(f"if ({ptr[s].same(i)}) BAIL({pc});")
         body += self.value(op, c, ptr, pc)
-        if self.e < 0:
+        if self.rules:
             body += self.rule(op, c, ptr, pc)
         self.emit(f"L{pc}: {{ n++; " + " ".join(body) + " }")
+
+    def call(self, c, forward: bool, pc: int) -> list[str]:
+        """do_call, the callee and do_return's check on the caller's side: bind the call
+        site's arguments (their checks), push the frame, run the callee's variant."""
+        p = self.p
+        site = p.callsites[c[1]]
+        fi = site.func
+        g = p.functions[fi]
+        npar = len(g.params)
+        callee = (fi, 1 if forward else -1, self.rules)
+        if callee not in self.names:
+            self.names[callee] = f"f{fi}_{'f' if forward else 'b'}{'a' if self.rules else ''}"
+            self.needed.append(callee)
+        out = [f"i64 cpa[{max(npar, 1)}], cpl[{max(npar, 1)}];",
+               f"if (depth + 1 > st->max_depth || depth + 1 > {MAX_NATIVE_DEPTH}) BAIL({pc});",
+               f"if ({g.frame_size} > st->n_mem - (fp + {self.fs})) BAIL({pc});",
+               f"if ({npar} > st->pt_cap - (ptop + {len(self.f.params)})) BAIL({pc});"]
+        xargs = []
+        for i, (arg, par) in enumerate(zip(site.args, g.params)):
+            pre: list[str] = []
+            if arg.length is None:                     # a scalar: the cell it names
+                if (arg.word & 7) == MODE_N:
+                    raise Unsupported(f"pc {pc}: a parameter length passed by reference")
+                ref, idx = self.cell(arg.word, pc, pre)
+                out += pre + [f"cpa[{i}] = {ref.ptr} - M; cpl[{i}] = 1;"]
+                if (arg.word & 7) == MODE_X:
+                    xargs.append((i, arg.word, idx))
+                continue
+            m, q = arg.word & 7, arg.word >> 3
+            if m == MODE_G or m == MODE_L:
+                out.append(f"cpa[{i}] = {q if m == MODE_G else f'fp + {q}'}; "
+                           f"cpl[{i}] = {arg.length};")
+            elif m == MODE_P:
+                out.append(f"cpa[{i}] = pa[{q}]; cpl[{i}] = pl[{q}];")
+                if arg.length >= 0:
+                    out.append(f"if ({arg.length} > cpl[{i}]) BAIL({pc}); cpl[{i}] = {arg.length};")
+            else:
+                raise Unsupported(f"pc {pc}: argument mode {m}")
+            if par.length is not None:
+                out.append(f"if (cpl[{i}] != {par.length}) BAIL({pc});")
+        written = [i for i, par in enumerate(g.params) if par.written]
+        for i, w, idx in xargs:                        # an indexed argument's index cell
+            if idx is None:
+                continue                               # a parameter length: not a cell
+            for j in written:
+                out.append(f"{{ i64 ic = {idx.ptr} - M; if (cpa[{j}] <= ic && ic < cpa[{j}] + "
+                           f"cpl[{j}]) BAIL({pc}); }}")
+        lo, hi = p.n_globals, p.n_static
+        for i in written:                              # no constant is written
+            out.append(f"if (cpl[{i}] > 0 && cpa[{i}] < {hi} && cpa[{i}] + cpl[{i}] > {lo}) "
+                       f"BAIL({pc});")
+        for i in range(npar):                          # no two arguments overlap if written
+            for j in range(i + 1, npar):
+                if i in written or j in written:
+                    out.append(f"if (cpl[{i}] > 0 && cpl[{j}] > 0 && cpa[{i}] < cpa[{j}] + "
+                               f"cpl[{j}] && cpa[{j}] < cpa[{i}] + cpl[{i}]) BAIL({pc});")
+        nfp = f"fp + {self.fs}"
+        out.append(self.write_back(frame=True))
+        if self.rules:                                 # ad_frame
+            out.append(f"memset(A + {nfp}, 0, {g.frame_size} * sizeof(double));")
+        out.append(f"if ({nfp} + {g.frame_size} > st->peak_ftop) st->peak_ftop = "
+                   f"{nfp} + {g.frame_size};")
+        out.append("if (depth + 1 > st->peak_depth) st->peak_depth = depth + 1;")
+        out.append(f"{{ i64 rc = {self.names[callee]}(st, {nfp}, cpa, cpl, depth + 1, "
+                   f"ptop + {len(self.f.params)}, &n); if (rc) {{ *np = n; return rc; }} }}")
+        out.append(self.reload())
+        for i, w, idx in xargs:                        # the argument still names that cell
+            pre = []
+            ref, _ = self.cell(w, pc, pre)
+            out += pre + [f"if ({ref.ptr} - M != cpa[{i}]) BAIL({pc});"]
+        return out
 
     def value(self, op, c, P, pc: int) -> list[str]:
         """The row's value update (the interpreter's vm_run branch for it)."""
@@ -421,24 +535,45 @@ class _Fn:
         raise Unsupported(f"pc {pc}: the rule of `{op.name}`")
 
     # -- the function ----------------------------------------------------------------------
-    def write_back(self) -> str:
-        """Store the promoted cells (and in the sweep their adjoints) where the Core reads
-        them: before returning at the end or at a budget (a bail out needs nothing)."""
-        out = [f"M[{a}] = r{a};" for a in sorted(self.promoted) if a not in self.consts]
-        if self.e < 0:
-            out += [f"A[{a}] = d{a};" for a in sorted(self.promoted)]
+    def _addr(self, key: tuple[str, int]) -> str:
+        return f"{key[1]}" if key[0] == "G" else f"fp + {key[1]}"
+
+    def write_back(self, frame: bool = True) -> str:
+        """Store the promoted cells (and with the rules their adjoints) to memory: before a
+        call (the callee reads memory) and at the return (a bail out needs nothing)."""
+        out = []
+        for k in sorted(self.promoted):
+            if k[0] == "G" and k[1] in self.consts:
+                continue
+            out.append(f"M[{self._addr(k)}] = {self.local(k)};")
+        if self.rules:
+            out += [f"A[{self._addr(k)}] = d{self.local(k)[1:]};" for k in sorted(self.promoted)]
+        return " ".join(out)
+
+    def reload(self) -> str:
+        """Read the promoted cells again after a call (the callee may have changed them)."""
+        out = []
+        for k in sorted(self.promoted):
+            if not (k[0] == "G" and k[1] in self.consts):
+                out.append(f"{self.local(k)} = M[{self._addr(k)}];")
+            if self.rules:
+                out.append(f"d{self.local(k)[1:]} = A[{self._addr(k)}];")
         return " ".join(out)
 
     def locals(self) -> list[str]:
         out = []
-        for a in sorted(self.promoted):
-            if a in self.consts:
-                out.append(f"const i64 r{a} = {lit(self.consts[a])};")
+        for k in sorted(self.promoted):
+            if k[0] == "G" and k[1] in self.consts:
+                out.append(f"const i64 {self.local(k)} = {lit(self.consts[k[1]])};")
             else:
-                out.append(f"i64 r{a} = M[{a}];")
-            if self.e < 0:
-                out.append(f"double d{a} = A[{a}];")
+                out.append(f"i64 {self.local(k)} = M[{self._addr(k)}];")
+            if self.rules:
+                out.append(f"double d{self.local(k)[1:]} = A[{self._addr(k)}];")
         return out
+
+    def signature(self) -> str:
+        return (f"static i64 {self.name}(rvm_ns* st, const i64 fp, const i64* pa, const i64* pl, "
+                "const i64 depth, const i64 ptop, i64* np)")
 
     def generate(self) -> str:
         e = self.e
@@ -446,37 +581,49 @@ class _Fn:
         last = self.end if e > 0 else self.begin
         for pc in range(first, last + e, e):
             self.row(pc)
-        body = self.lines
-        enter = [f"ENTER: n++;"]
-        if e < 0:                       # entering the frame zeroes its duals (ad_frame)
-            enter.append(f"memset(A + {self.fp}, 0, {self.fs} * sizeof(double));")
-            enter += [f"d{a} = 0.0;" for a in sorted(self.promoted)
-                      if self.fp <= a < self.fp + self.fs]
-        enter.append(f"goto L{first};")
-        cases = " ".join(f"case {t}: goto {lab};" for t, lab in sorted(self.targets.items()))
-        head = [f"i64 {self.name}(rvm_ns* st) {{",
-                "i64* const M = st->mem; double* const A = st->adj; i64 n = st->steps; "
-                "double cs[2]; (void)A; (void)cs;",
-                *self.locals(),
-                f"switch (st->pc) {{ case -1: goto ENTER; {cases} default: return 2; }}"]
-        return "\n".join(head + enter + body + ["}"]) + "\n"
+        head = [self.signature() + " {",
+                "i64* const M = st->mem; double* const A = st->adj; i64 n = *np; double cs[2]; "
+                "(void)A; (void)cs; (void)pa; (void)pl; (void)depth; (void)ptop;",
+                *self.locals(), f"goto L{first};"]
+        return "\n".join(head + self.lines + ["}"]) + "\n"
 
 
 def generate(program) -> str:
     """The C source of `program`'s forward run (rvm_native_forward) and adjoint sweep
-    (rvm_native_backward); raises Unsupported for what it does not cover."""
-    f = program.functions[program.main]
-    code = program.code
-    ops = _ops_by_code()
-    for pc in range(len(code)):
-        fam = ops[int(code[pc][0])].family
-        if fam in ("call", "uncall") and f.begin <= pc <= f.end:
-            raise Unsupported(f"pc {pc}: a call")
-    if f.params:
-        raise Unsupported("the entry function has parameters")
-    inv = np.column_stack([np.array(INVERSE, dtype=np.int64)[code[:, 0]], code[:, 1:]])
-    body = code[f.begin:f.end + 1]
-    promoted = _promotable(program, body, program.n_static)
-    fwd = _Fn(program, code, 1, "rvm_native_forward", promoted).generate()
-    bwd = _Fn(program, inv, -1, "rvm_native_backward", promoted).generate()
-    return PRELUDE + fwd + bwd
+    (rvm_native_backward): one C function per function of the program, direction it runs in
+    and whether the adjoint rules run (the sweep), for the variants the calls reach.  Raises
+    Unsupported for what it does not cover."""
+    inv = np.column_stack([np.array(INVERSE, dtype=np.int64)[program.code[:, 0]],
+                           program.code[:, 1:]])
+    main = program.main
+    names = {(main, 1, False): "main_f", (main, -1, True): "main_ba"}
+    todo = list(names)
+    done: dict[tuple[int, int, bool], str] = {}
+    while todo:
+        key = todo.pop()
+        fi, e, rules = key
+        fn = _Fn(program, fi, program.code if e > 0 else inv, e, rules, names[key], names)
+        for row in program.code[fn.begin:fn.end + 1]:
+            fam = fn.ops[int(row[0])].family
+            if fam in ("push", "pop", "trace"):
+                raise Unsupported(f"`{fam}` in {fn.f.name}")
+        done[key] = fn.generate()
+        todo += [k for k in fn.needed if k not in done and k not in todo]
+    fp, fs = program.n_static, program.functions[main].frame_size
+    protos = [f"static i64 {names[k]}(rvm_ns*, const i64, const i64*, const i64*, const i64, "
+              "const i64, i64*);" for k in done]
+    entries = f"""
+static const i64 rvm_no_params[1] = {{0}};
+i64 rvm_native_forward(rvm_ns* st) {{        /* enter main (a step), run it, return */
+    i64 n = st->steps + 1, rc;
+    rc = main_f(st, {fp}, rvm_no_params, rvm_no_params, 1, 0, &n);
+    st->steps = n; return rc;
+}}
+i64 rvm_native_backward(rvm_ns* st) {{       /* enter main from its end with the rules on */
+    i64 n = st->steps + 1, rc;
+    memset(st->adj + {fp}, 0, {fs} * sizeof(double));
+    rc = main_ba(st, {fp}, rvm_no_params, rvm_no_params, 1, 0, &n);
+    st->steps = n; return rc;
+}}
+"""
+    return PRELUDE + "\n".join(protos) + "\n" + "".join(done.values()) + entries
