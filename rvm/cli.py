@@ -333,7 +333,7 @@ def positive_int(text: str) -> int:
     return n
 
 
-TOOL_MODULES = ("rvm.ad.cli", "rvm.debug.cli", "rvm.trace.cli", "rvm.hw.cli")
+TOOL_MODULES = ("rvm.ad.cli", "rvm.debug.cli", "rvm.trace.cli", "rvm.hw.cli", "rvm.native.cli")
 
 
 def build_parser() -> argparse.ArgumentParser:

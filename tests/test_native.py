@@ -326,3 +326,15 @@ def test_the_index_of_an_argument_moved_by_the_callee_is_caught():
     out = same(prog, "y", ["xs", "z"], [{"i": 0, "j": 1, "k": 3}, {"i": 0, "j": 2, "k": 1},
                                         {"i": 0, "j": 1, "k": 3}], bails=1)
     assert out[1][:2] == ("error", "AliasError") and out[0][0] != "error"
+
+
+def test_cli_prints_and_builds(tmp_path, capsys):
+    from rvm.cli import main
+    out = tmp_path / "p.c"
+    assert main(["native", str(ROOT / "programs" / "besselj_rec.rasm"), "-o", str(out)]) == 0
+    text = out.read_text()
+    assert "rvm_native_forward" in text and "rvm_native_backward" in text
+    assert main(["native", str(ROOT / "programs" / "umm.rasm"), "--build"]) == 0
+    assert ".so" in capsys.readouterr().out
+    assert main(["native", str(ROOT / "programs" / "stack_reverse.rasm")]) == 1
+    assert "not covered: `push`" in capsys.readouterr().err
