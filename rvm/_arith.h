@@ -416,13 +416,23 @@ static inline int rvm_fn2_value(int fn, int t, rvm_i64 a, rvm_i64 b, int F, rvm_
 /* ---- float updates ------------------------------------------------------------------------ */
 
 /* y + sign*d on floats (x - d is x + (-d) in IEEE); a result that is not finite traps */
-static inline int rvm_float_add(rvm_i64 y, double d, int sign, rvm_i64 *out)
+static inline int rvm_float_add_d(double y, double d, int sign, double *out)
 {
-    double r = sign > 0 ? rvm_w2f(y) + d : rvm_w2f(y) - d;
+    double r = sign > 0 ? y + d : y - d;
     if (!isfinite(r))
         return AK_RANGE;
-    *out = rvm_f2w(r);
+    *out = r;
     return AK_OK;
+}
+
+/* the same on a cell's word */
+static inline int rvm_float_add(rvm_i64 y, double d, int sign, rvm_i64 *out)
+{
+    double r;
+    int err = rvm_float_add_d(rvm_w2f(y), d, sign, &r);
+    if (err == AK_OK)
+        *out = rvm_f2w(r);
+    return err;
 }
 
 /* ---- conversions -------------------------------------------------------------------------- */

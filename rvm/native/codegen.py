@@ -93,9 +93,18 @@ class Ref:
     """A cell operand in C: its address (for the alias checks), its word and its adjoint (as
     lvalues: a C local for a promoted cell, else the memory and adjoint arrays)."""
 
-    def __init__(self, ptr: str, val: str, adj: str, lo: int, hi: int):
+    def __init__(self, ptr: str, val: str, adj: str, lo: int, hi: int, f: str | None = None):
         self.ptr, self.val, self.adj = ptr, val, adj
         self.lo, self.hi = lo, hi               # the addresses it can have: [lo, hi)
+        self.f = f                              # a float cell kept as a C double: its name
+
+    def fv(self) -> str:
+        """The value of a float cell as a double."""
+        return self.f if self.f else f"rvm_w2f({self.val})"
+
+    def set(self, word: str) -> str:
+        """C that stores a word into the cell."""
+        return f"{self.f} = rvm_w2f({word});" if self.f else f"{self.val} = {word};"
 
     def same(self, other: "Ref") -> str | None:
         """C for `the two are one cell`: None when they never are, "1" when always."""
@@ -145,6 +154,29 @@ def _promotable(program, f, rows) -> set[tuple[str, int]]:
     return set(ok[:MAX_PROMOTED])
 
 
+def _float_only(rows) -> set[tuple[str, int]]:
+    """Cells every operand of which is a float slot (a float update's cells, a float
+    condition's): a promoted one is a C double, with no word moves in its updates."""
+    ops = _ops_by_code()
+    kinds: dict[tuple[str, int], bool] = {}
+    key = {MODE_G: "G", MODE_L: "L"}
+    for row in rows:
+        op = ops[int(row[0])]
+        cond_float = op.family in ("jmp", "join", "assert") and (int(row[1]) >> 4) & 3 == 3
+        types = op.operand_types
+        for i, kind in enumerate(op.operands):
+            if kind not in ("y", "a"):
+                continue
+            w = int(row[1 + i])
+            if (w & 7) == MODE_X:
+                continue                                 # (its index is an int cell)
+            if (w & 7) in key:
+                k = (key[w & 7], w >> 3)
+                kinds[k] = kinds.get(k, True) and (types[i] == FLOAT or cond_float)
+    # an index cell is an int: never float-only
+    return {k for k, v in kinds.items() if v}
+
+
 class _Fn:
     """The C of one function run in one direction (code = its rows as executed), with or
     without the adjoint rules: the forward run runs without, the sweep with."""
@@ -160,6 +192,7 @@ class _Fn:
         self.F = program.fraction_bits
         self.ops = _ops_by_code()
         self.promoted = _promotable(program, f, code[f.begin:f.end + 1])
+        self.dbl = self.promoted & _float_only(code[f.begin:f.end + 1])
         # constant cells are never written (Core validates it): their words are literals
         self.consts = {c.addr + k: w for c in program.consts for k, w in enumerate(c.values)}
         self.lines: list[str] = []
@@ -167,7 +200,7 @@ class _Fn:
 
     # -- operands --------------------------------------------------------------------------
     def local(self, key: tuple[str, int]) -> str:
-        return f"r{key[0]}{key[1]}"
+        return f"{'f' if key in self.dbl else 'r'}{key[0]}{key[1]}"
 
     def direct(self, w: int) -> Ref:
         """A G, L or P operand word's cell."""
@@ -176,6 +209,9 @@ class _Fn:
             key = ("G" if m == MODE_G else "L", v)
             a = f"{v}" if m == MODE_G else f"fp + {v}"
             lo = v if m == MODE_G else ANY + v        # frames lie above every static cell
+            if key in self.dbl:
+                loc = self.local(key)
+                return Ref(f"(M + {a})", f"rvm_f2w({loc})", "d" + loc[1:], lo, lo + 1, loc)
             if key in self.promoted:
                 loc = self.local(key)
                 return Ref(f"(M + {a})", loc, "d" + loc[1:], lo, lo + 1)
@@ -229,7 +265,7 @@ class _Fn:
             # for !=, as RVM_CMP_MASK has it)
             rel = ("", "==", "!=", "<", "<=", ">", ">=")[cmp]
             if ty == _TY[FLOAT]:
-                return f"(rvm_w2f({a.val}) {rel} rvm_w2f({b.val}))"
+                return f"({a.fv()} {rel} {b.fv()})"
             return f"({a.val} {rel} {b.val})"
         return f"rvm_compare({lit(int(c[1]))}, {a.val}, {b.val})"
 
@@ -241,9 +277,7 @@ class _Fn:
         if fam not in _COVERED:
             raise Unsupported(f"pc {pc}: `{op.name}`")
         if fam == "end":                                 # return (do_return)
-            zero = " ".join(f"if ({self.local(k)}) BAIL({pc});" for k in sorted(self.promoted)
-                            if k[0] == "L")
-            self.emit(f"L{pc}: n++; {self.write_back(frame=False)} {zero} "
+            self.emit(f"L{pc}: n++; {self.write_back()} "
                       f"if (rvm_any(M + fp, {self.fs})) BAIL({pc});")
             self.emit("*np = n; return 0;")
             return
@@ -350,7 +384,7 @@ class _Fn:
                     out.append(f"if (cpl[{i}] > 0 && cpl[{j}] > 0 && cpa[{i}] < cpa[{j}] + "
                                f"cpl[{j}] && cpa[{j}] < cpa[{i}] + cpl[{i}]) BAIL({pc});")
         nfp = f"fp + {self.fs}"
-        out.append(self.write_back(frame=True))
+        out.append(self.write_back())
         if self.rules:                                 # ad_frame
             out.append(f"memset(A + {nfp}, 0, {g.frame_size} * sizeof(double));")
         out.append(f"if ({nfp} + {g.frame_size} > st->peak_ftop) st->peak_ftop = "
@@ -384,15 +418,19 @@ class _Fn:
             out.append(f"if ({expr}) BAIL({pc});")
 
         def float_add(d):
-            out.append("{ i64 v; " + f"if (rvm_float_add({y}, {d}, {s}, &v)) BAIL({pc}); "
-                       f"{y} = v; }}")
+            if P[0].f:                          # a double local: no word moves
+                out.append(f"{{ double r; if (rvm_float_add_d({P[0].f}, {d}, {s}, &r)) "
+                           f"BAIL({pc}); {P[0].f} = r; }}")
+            else:
+                out.append("{ i64 v; " + f"if (rvm_float_add({y}, {d}, {s}, &v)) BAIL({pc}); "
+                           f"{y} = v; }}")
 
         def int_add(v):
             out.append(f"{y} = (i64)((u64){y} {pm} (u64)({v}));")
 
         if fam in ("add", "sub"):
             distinct((0, 1))
-            float_add(f"rvm_w2f({V[1]})") if t == FLOAT else int_add(f"{V[1]}")
+            float_add(P[1].fv()) if t == FLOAT else int_add(f"{V[1]}")
         elif fam in ("addi", "subi"):
             float_add(f"rvm_w2f({lit(c[2])})") if t == FLOAT else int_add(lit(c[2]))
         elif fam in ("inc", "dec"):
@@ -401,7 +439,7 @@ class _Fn:
             distinct((0, 1), (0, 2))
             a, b = f"{V[1]}", f"{V[2]}"
             if t == FLOAT:
-                float_add(f"rvm_w2f({a}) * rvm_w2f({b})")
+                float_add(f"{P[1].fv()} * {P[2].fv()}")
             elif t == FIXED:
                 int_add(f"rvm_fixed_mul({a}, {b}, {F})")
             else:
@@ -410,8 +448,8 @@ class _Fn:
             distinct((0, 1), (0, 2))
             a, b = f"{V[1]}", f"{V[2]}"
             if t == FLOAT:
-                trap(f"rvm_w2f({b}) == 0.0")
-                float_add(f"rvm_w2f({a}) / rvm_w2f({b})")
+                trap(f"{P[2].fv()} == 0.0")
+                float_add(f"{P[1].fv()} / {P[2].fv()}")
             else:
                 div = f"rvm_int_div({a}, {b}, &q)" if t == INT else \
                     f"rvm_fixed_div({a}, {b}, {F}, &q)"
@@ -428,7 +466,8 @@ class _Fn:
             out.append(f"{y} = ~{y};")
         elif fam == "neg":
             if t == FLOAT:
-                out.append(f"{y} = (i64)((u64){y} ^ ((u64)1 << 63));")
+                out.append(f"{P[0].f} = -{P[0].f};" if P[0].f else
+                           f"{y} = (i64)((u64){y} ^ ((u64)1 << 63));")
             elif t == LNS:
                 out.append(f"if (({y} >> 1) != ((i64)((u64)1 << 63) >> 1)) {y} ^= 1;")
             else:
@@ -438,7 +477,7 @@ class _Fn:
             if r:
                 out.append(f"{y} = (i64)(((u64){y} << {r}) | ((u64){y} >> {64 - r}));")
         elif fam == "swap":
-            out.append(f"{{ i64 v = {y}; {y} = {V[1]}; {V[1]} = v; }}")
+            out.append(f"{{ i64 v = {y}; {P[0].set(V[1])} {P[1].set('v')} }}")
         elif fam in ("rot", "irot"):
             distinct((0, 1), (0, 2), (1, 2))
             inv = int(fam == "irot")
@@ -447,7 +486,7 @@ class _Fn:
                 trap(f"rvm_rot_float(&v, &r, {V[2]}, {inv}, cs)")
             else:
                 trap(f"rvm_rot_fixed(&v, &r, {V[2]}, {F}, {inv})")
-            out.append(f"{y} = v; {V[1]} = r;")
+            out.append(f"{P[0].set('v')} {P[1].set('r')}")
         elif fam in ("addfn", "subfn", "addfn2", "subfn2"):
             two = fam.endswith("2")
             distinct((0, 1), (0, 2)) if two else distinct((0, 1))
@@ -477,9 +516,9 @@ class _Fn:
             raise Unsupported(f"pc {pc}: `{op.name}`")
         return out
 
-    def real(self, cell: str, t) -> str:
+    def real(self, ref: Ref, t) -> str:
         """real_of in rvm/_core.pyx: the value a float or fixed cell's duals are measured in."""
-        return f"rvm_w2f({cell})" if t == FLOAT else f"ldexp((double){cell}, -{self.F})"
+        return ref.fv() if t == FLOAT else f"ldexp((double){ref.val}, -{self.F})"
 
     def rule(self, op, c, P, pc: int) -> list[str]:
         """The adjoint rule of the executed row (ad_rule/ad_inline/ad_rot of rvm/_core.pyx
@@ -500,8 +539,8 @@ class _Fn:
             sty = op.types[1] if len(op.types) > 1 else t
             if pf == PF_MUL:
                 return [f"{{ double ab = {D[0]}; if (ab != 0.0) {{ "
-                        f"{D[1]} -= {s}.0 * {self.real(V[2], sty)} * ab; "
-                        f"{D[2]} -= {s}.0 * {self.real(V[1], sty)} * ab; }} }}"]
+                        f"{D[1]} -= {s}.0 * {self.real(P[2], sty)} * ab; "
+                        f"{D[2]} -= {s}.0 * {self.real(P[1], sty)} * ab; }} }}"]
             if pf >= PF_FN2:
                 pf, ib = pf + c[4], 2
             elif pf >= PF_FN1:
@@ -509,8 +548,8 @@ class _Fn:
             else:
                 assert pf == PF_DIV
                 ib = 2
-            out = [f"{{ rvm_dual dx0, dx1, dd[2]; dx0.v = {self.real(V[1], sty)}; dx0.t = 0.0; "
-                   f"dx1.v = {self.real(V[ib], sty)}; dx1.t = 0.0; "
+            out = [f"{{ rvm_dual dx0, dx1, dd[2]; dx0.v = {self.real(P[1], sty)}; dx0.t = 0.0; "
+                   f"dx1.v = {self.real(P[ib], sty)}; dx1.t = 0.0; "
                    f"int np = rvm_partials({pf}, dx0, dx1, &dd[0], &dd[1]); "
                    f"double ab = {D[0]}; if (ab != 0.0) {{ "
                    f"{D[1]} -= {s}.0 * dd[0].v * ab; "
@@ -526,9 +565,9 @@ class _Fn:
             if t == FLOAT:
                 cs = f"double C = cs[0], S = {s}.0 * cs[1];"     # the rotation's own cos, sin
             else:
-                cs = (f"double th = {self.real(V[2], t)}; double C = cos(th), "
+                cs = (f"double th = {self.real(P[2], t)}; double C = cos(th), "
                       f"S = {s}.0 * sin(th);")
-            return [f"{{ {cs} double xa = {self.real(V[0], t)}, ya = {self.real(V[1], t)}; "
+            return [f"{{ {cs} double xa = {self.real(P[0], t)}, ya = {self.real(P[1], t)}; "
                     "double xp = C * xa + S * ya, yp = -S * xa + C * ya; "
                     f"double ax = {D[0]}, ay = {D[1]}; "
                     "double nax = C * ax - S * ay, nay = S * ax + C * ay; "
@@ -540,14 +579,20 @@ class _Fn:
     def _addr(self, key: tuple[str, int]) -> str:
         return f"{key[1]}" if key[0] == "G" else f"fp + {key[1]}"
 
-    def write_back(self, frame: bool = True) -> str:
+    def word(self, k: tuple[str, int]) -> str:
+        return f"rvm_f2w({self.local(k)})" if k in self.dbl else self.local(k)
+
+    def from_word(self, k: tuple[str, int], w: str) -> str:
+        return f"rvm_w2f({w})" if k in self.dbl else w
+
+    def write_back(self) -> str:
         """Store the promoted cells (and with the rules their adjoints) to memory: before a
         call (the callee reads memory) and at the return (a bail out needs nothing)."""
         out = []
         for k in sorted(self.promoted):
             if k[0] == "G" and k[1] in self.consts:
                 continue
-            out.append(f"M[{self._addr(k)}] = {self.local(k)};")
+            out.append(f"M[{self._addr(k)}] = {self.word(k)};")
         if self.rules:
             out += [f"A[{self._addr(k)}] = d{self.local(k)[1:]};" for k in sorted(self.promoted)]
         return " ".join(out)
@@ -557,7 +602,7 @@ class _Fn:
         out = []
         for k in sorted(self.promoted):
             if not (k[0] == "G" and k[1] in self.consts):
-                out.append(f"{self.local(k)} = M[{self._addr(k)}];")
+                out.append(f"{self.local(k)} = {self.from_word(k, f'M[{self._addr(k)}]')};")
             if self.rules:
                 out.append(f"d{self.local(k)[1:]} = A[{self._addr(k)}];")
         return " ".join(out)
@@ -565,10 +610,12 @@ class _Fn:
     def locals(self) -> list[str]:
         out = []
         for k in sorted(self.promoted):
+            ty = "double" if k in self.dbl else "i64"
             if k[0] == "G" and k[1] in self.consts:
-                out.append(f"const i64 {self.local(k)} = {lit(self.consts[k[1]])};")
+                out.append(f"const {ty} {self.local(k)} = "
+                           f"{self.from_word(k, lit(self.consts[k[1]]))};")
             else:
-                out.append(f"i64 {self.local(k)} = M[{self._addr(k)}];")
+                out.append(f"{ty} {self.local(k)} = {self.from_word(k, f'M[{self._addr(k)}]')};")
             if self.rules:
                 out.append(f"double d{self.local(k)[1:]} = A[{self._addr(k)}];")
         return out
