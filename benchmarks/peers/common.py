@@ -65,6 +65,7 @@ class Impl:
     forward_loop: Callable[[int], Any] | None = None
     grad_loop: Callable[[int], Any] | None = None
     jit: bool = False
+    compile_s: float | None = None   # a compile done before the first call (the rvm peer's)
     note: str = ""
     describe: Callable[[Any], str] | None = None   # after timing: more for the note (a Row)
     extra: dict[str, Any] = field(default_factory=dict)

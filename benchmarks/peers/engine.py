@@ -113,10 +113,13 @@ def _run_peer(ctx: Ctx, row: Row, impl: Impl, ref: GradDict | None, rtol: float,
         tm = measure(impl.forward, impl.forward_loop, repeat=ctx.repeat, min_sample=ctx.min_sample,
                      max_total=ctx.max_total, first=first)
         row.forward_s = tm.median
-    if impl.describe is not None:
-        extra = impl.describe(row)
-        row.note = f"{row.note}; {extra}" if row.note else extra
+    def describe() -> None:         # after the gradient's timing: it may report on it
+        if impl.describe is not None:
+            extra = impl.describe(row)
+            row.note = f"{row.note}; {extra}" if row.note else extra
+
     if impl.grad is None:
+        describe()
         return ref
     t0 = time.perf_counter()
     g = impl.grad()
@@ -141,9 +144,12 @@ def _run_peer(ctx: Ctx, row: Row, impl: Impl, ref: GradDict | None, rtol: float,
     row.grad_s, row.samples = tm.median, tm.samples
     if impl.jit:
         row.compile_s = max(0.0, first - tm.median)
+    if impl.compile_s is not None:
+        row.compile_s = impl.compile_s
     row.mem_bytes = peak_growth(impl.grad)
     if ctx.profile and row.peer == "rvm":
         row.profile = profile_calls(impl.grad, seconds=max(0.3, 3 * tm.median))
+    describe()
     return ref
 
 
