@@ -62,12 +62,17 @@ typedef struct rvm_ns {
 #define BAIL(at) do { st->pc = (at); *np = n; return 2; } while (0)
 #define POLL(at) do { if (n >= st->budget) { st->budget = n + ((i64)1 << 24); \
     if (st->poll(st)) { st->pc = (at); *np = n; return 3; } } } while (0)
-/* some cell of p[0..n) is not zero (the frame check at return), four words at a time */
+/* some cell of p[0..n) is not zero (the frame check at return), 8 words at a time */
+typedef i64 rvm_v2 __attribute__((vector_size(16), aligned(8), may_alias));
 static inline int rvm_any(const i64* p, i64 n) {
-    u64 a = 0, b = 0, c = 0, d = 0; i64 k = 0;
-    for (; k + 4 <= n; k += 4) { a |= (u64)p[k]; b |= (u64)p[k + 1]; c |= (u64)p[k + 2]; d |= (u64)p[k + 3]; }
-    for (; k < n; k++) a |= (u64)p[k];
-    return (a | b | c | d) != 0;
+    rvm_v2 a = {0, 0}, b = {0, 0}, c = {0, 0}, d = {0, 0}; i64 k = 0; u64 r;
+    for (; k + 8 <= n; k += 8) {
+        a |= *(const rvm_v2*)(p + k); b |= *(const rvm_v2*)(p + k + 2);
+        c |= *(const rvm_v2*)(p + k + 4); d |= *(const rvm_v2*)(p + k + 6);
+    }
+    a |= b | c | d; r = (u64)(a[0] | a[1]);
+    for (; k < n; k++) r |= (u64)p[k];
+    return r != 0;
 }
 int rvm_native_abi(void) { return %d; }
 """ % ABI
