@@ -2886,17 +2886,20 @@ cdef class Core:
         st.peak_ftop = vm.n_static + fs
         st.peak_depth = 1
         st.steps = 0
-        rc = native_run(self.nat_fwd, &st)
-        n_fwd = st.steps
-        if rc == 0:
-            self.last_n = n_fwd
-            memcpy(ws + nw, vm.mem, nw * sizeof(i64))
-            vm.adj[of_addr] = 1.0
-            st.steps = 0
-            rc = native_run(self.nat_bwd, &st)
-        # the frames the calls used (dirty after a bail out: the next reset clears them)
-        vm.peak_frame = max(vm.peak_frame, st.peak_ftop - vm.n_static)
-        vm.peak_depth = max(vm.peak_depth, st.peak_depth)
+        try:
+            rc = native_run(self.nat_fwd, &st)
+            n_fwd = st.steps
+            if rc == 0:
+                self.last_n = n_fwd
+                memcpy(ws + nw, vm.mem, nw * sizeof(i64))
+                vm.adj[of_addr] = 1.0
+                st.steps = 0
+                rc = native_run(self.nat_bwd, &st)
+        finally:
+            # the frames the calls used (dirty after a bail out or a Ctrl-C: the next reset
+            # clears them)
+            vm.peak_frame = max(vm.peak_frame, st.peak_ftop - vm.n_static)
+            vm.peak_depth = max(vm.peak_depth, st.peak_depth)
         if rc != 0:
             self.native_bails += 1
             return 1

@@ -338,3 +338,54 @@ def test_cli_prints_and_builds(tmp_path, capsys):
     assert ".so" in capsys.readouterr().out
     assert main(["native", str(ROOT / "programs" / "stack_reverse.rasm")]) == 1
     assert "not covered: `push`" in capsys.readouterr().err
+
+
+DEEP_LOOP = """
+inout x: float = 1.0
+inout d: int = 1
+inout n: int = 3
+output y: float
+func down(y: float, x: float, d: int, n: int) {
+    local d1: int
+    local k: float
+    with {
+        d1 += d
+        dec d1
+        k += x
+    } do {
+        if d > 0 {
+            call down(y, x, d1, n)
+        } else {
+            for i in 0..n {
+                y += k
+            }
+        } fi d > 0
+    }
+}
+func main() {
+    call down(y, x, d, n)
+}
+"""
+
+
+def test_ctrl_c_stops_a_long_native_run_and_the_next_call_is_right():
+    """The native code polls for signals every 2^24 steps.  Interrupted 40 calls deep, deeper
+    than any run before, it leaves frames the machine had never used: the next call must
+    clear them (it runs natively, bails out on them otherwise, and the interpreter would find
+    them dirty)."""
+    import _thread
+    import threading
+    prog = rvm.assemble(DEEP_LOOP)
+    f = rvm.grad_fn(prog, of="y", wrt=["x"], native=True)
+    f({"d": 1, "n": 3})
+    timer = threading.Timer(0.3, _thread.interrupt_main)
+    timer.start()
+    t0 = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        f({"d": 40, "n": 2_000_000_000})        # ~8 s to the end
+    timer.join()
+    assert time.monotonic() - t0 < 5
+    ref = rvm.grad_fn(prog, of="y", wrt=["x"], native=False)
+    ref({"d": 40, "n": 4})
+    assert bits(f({"d": 40, "n": 4})["x"]) == bits(ref({"d": 40, "n": 4})["x"]) == bits(4.0)
+    assert f.runner.core.native_bails == 0

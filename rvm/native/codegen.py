@@ -24,7 +24,8 @@ from isa.derivatives import PF_DIV, PF_FN1, PF_FN2, PF_MUL, PF_NONE, PF_ONE, RUL
 from isa.table import INVERSE, OPS
 from isa.types import FIXED, FLOAT, INT, LNS
 
-# return codes of the generated functions (rvm/_core.pyx keeps the same numbers)
+# return codes of the generated functions (rvm/_core.pyx native_run reads them): done, gave
+# up (the interpreter runs the call), stopped by a signal (its exception is set)
 DONE, BAIL, STOPPED = 0, 2, 3
 ABI = 3                   # bump when the state struct or the entry points change
 
@@ -74,8 +75,8 @@ static inline int rvm_any(const i64* p, i64 n) {
     for (; k < n; k++) r |= (u64)p[k];
     return r != 0;
 }
-int rvm_native_abi(void) { return %d; }
-""" % ABI
+int rvm_native_abi(void) { return %(ABI)d; }
+""" % {"ABI": ABI, "BAIL": BAIL, "STOPPED": STOPPED}
 
 # deeper native calls give up (the C stack is not the machine's control stack)
 MAX_NATIVE_DEPTH = 2000
