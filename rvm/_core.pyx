@@ -14,6 +14,7 @@ Program can crash the interpreter.  What still goes wrong at run time is a Bytec
 from libc.stdint cimport int64_t, uint64_t, uint8_t, INT64_MIN, INT64_MAX, UINT64_MAX
 from libc.string cimport memset, memcpy
 from cpython.exc cimport PyErr_CheckSignals
+from cpython.long cimport PyLong_AsLongLongAndOverflow
 
 import numpy as np
 cimport numpy as cnp
@@ -24,6 +25,9 @@ from isa.table import INVERSE, OPS, ROW_WIDTH
 from isa.types import MAX_FRACTION_BITS
 
 cnp.import_array()
+
+cdef extern from "numpy/arrayobject.h":
+    object PyArray_Scalar(void* data, cnp.dtype descr, object base)    # a numpy scalar
 
 include "_opcodes.pxi"
 
@@ -2472,6 +2476,7 @@ cdef struct NativeState:
     i64 peak_ftop         # the deepest frame top and call depth the run reached
     i64 peak_depth
     i64 pc                # where it gave up
+    char* stack_low       # the native calls' stack limit (the native code sets it)
 ctypedef i64 (*native_fn)(NativeState*) noexcept nogil
 
 cdef extern from "Python.h":
@@ -2770,8 +2775,8 @@ cdef class Core:
                        cnp.ndarray def_words, cnp.ndarray wrt_addrs, cnp.ndarray out,
                        cnp.ndarray words, cnp.ndarray tangent, cnp.ndarray out_t) except -1:
         cdef VM* vm = &self.vm
-        cdef i64 i, n, used, addr
-        cdef int kind
+        cdef i64 i, n, used, addr, iv
+        cdef int kind, overflow
         cdef i64* da = _ptr(def_addrs)
         cdef i64* dw = _ptr(def_words)
         cdef i64* wa = _ptr(wrt_addrs)
@@ -2821,9 +2826,12 @@ cdef class Core:
                     return 1
                 vm.mem[addr] = rvm_f2w(<double>v)
             elif kind == 0:                             # int
-                if type(v) is not int or not -(1 << 63) <= v < (1 << 63):
+                if type(v) is not int:
                     return 1
-                vm.mem[addr] = <i64>v
+                iv = PyLong_AsLongLongAndOverflow(v, &overflow)
+                if overflow:
+                    return 1
+                vm.mem[addr] = iv
             elif type(v) is list:                       # float[n] from Python floats
                 if len(<list>v) != cell[2]:
                     return 1
@@ -3181,13 +3189,10 @@ cdef class GradCall:
         cdef double* g = <double*>cnp.PyArray_DATA(self.out)
         for name, at, shape in self.parts:
             if shape is None:
-                res[name] = _F64(g[<i64>at])
+                res[name] = PyArray_Scalar(&g[<i64>at], self.out.descr, None)
             else:
                 res[name] = self.out[at:at + _size(shape)].reshape(shape).copy()
         return res
-
-
-_F64 = np.float64
 
 
 cdef class GradFnBase:

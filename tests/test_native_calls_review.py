@@ -5,11 +5,11 @@ kept as C doubles (swap/neg/rot/compare with NaN payloads, -0.0, inf).  A native
 interpreted grad_fn run the same inputs; every gradient bit, loss bit, step count, drift, words
 snapshot and error (type and text) must agree, and the native bail count is checked.
 
-Discrepancy found (xfail strict): native calls are C recursion on the thread's stack, bounded
-only by depth (2000), not by the stack's size.  A recursion the interpreter runs fine (its
-frames are on the heap) kills the process with SIGSEGV: in the main thread (8 MiB) a recursive
-function with ~200 promoted locals at depth 1990; in a thread with a 256 KiB stack, a
-three-parameter recursion of depth 1990."""
+The review found one discrepancy, fixed since: native calls are C recursion on the thread's
+stack, and bounded only by depth (2000) a recursion the interpreter runs fine (its frames are
+on the heap) killed the process with SIGSEGV: in the main thread (8 MiB) a recursive function
+with ~200 promoted locals at depth 1990; in a thread with a 256 KiB stack, a three-parameter
+recursion of depth 1990.  The native code now gives up near the end of the thread's stack."""
 from __future__ import annotations
 
 import os
@@ -383,9 +383,6 @@ func main() {{
 """
 
 
-@pytest.mark.xfail(strict=True, reason="native calls recurse on the C stack with no bound but "
-                   "depth 2000: 200 promoted locals x depth 1990 overflow the 8 MiB main-thread "
-                   "stack (SIGSEGV); the interpreter computes the gradient")
 def test_deep_recursion_with_many_locals_does_not_crash(tmp_path):
     src = many_locals(200)
     f = rvm.grad_fn(rvm.assemble(src), of="y", wrt=["x"], native=False)
@@ -443,10 +440,8 @@ def test_interpreter_recurses_1990_deep_in_a_small_thread_stack(tmp_path):
     assert r.returncode == 0 and r.stdout.split() == [(1991.0).hex(), "0"]
 
 
-@pytest.mark.xfail(strict=True, reason="native calls recurse on the C stack: a plain recursion "
-                   "of depth 1990 (under MAX_NATIVE_DEPTH) crashes a grad_fn call made in a "
-                   "thread with a 256 KiB stack (SIGSEGV); the interpreter runs it")
 def test_deep_recursion_in_a_thread_with_a_small_stack_does_not_crash(tmp_path):
     r = call_in_thread(True, 1 << 18, tmp_path)
     assert r.returncode == 0, f"returncode {r.returncode}: {r.stderr[-500:]}"
-    assert r.stdout.split() == [(1991.0).hex(), "0"]
+    # the native code gives up near the end of the thread's stack: the interpreter computes it
+    assert r.stdout.split() == [(1991.0).hex(), "1"]
