@@ -2475,7 +2475,7 @@ cdef struct NativeState:
     i64 pt_cap
     i64 peak_ftop         # the deepest frame top and call depth the run reached
     i64 peak_depth
-    i64 pc                # where it gave up
+    i64 pc                # where a signal stopped it
     char* stack_low       # the native calls' stack limit (the native code sets it)
 ctypedef i64 (*native_fn)(NativeState*) noexcept nogil
 

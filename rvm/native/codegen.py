@@ -61,12 +61,14 @@ typedef struct rvm_ns {
     int (*poll)(struct rvm_ns*);    /* Ctrl-C? (nonzero: stop) and a new budget */
     i64 n_mem, max_depth, pt_cap;   /* the machine's limits (over them: the interpreter) */
     i64 peak_ftop, peak_depth;      /* the deepest frame top and call depth reached */
-    i64 pc;                         /* where it gave up */
+    i64 pc;                         /* where a signal stopped it */
     char* stack_low;                /* a call whose frame is below gives up (set on entry) */
 } rvm_ns;
-#define BAIL(at) do { st->pc = (at); *np = n; return 2; } while (0)
+/* give up at pc `at` (kept for the reader): one exit per function, so that the compiler does
+   not build an exit block per row */
+#define BAIL(at) goto bail_out
 #define POLL(at) do { if (n >= st->budget) { st->budget = n + ((i64)1 << 24); \
-    if (st->poll(st)) { st->pc = (at); *np = n; return 3; } } } while (0)
+    if (st->poll(st)) { st->pc = (at); *np = n; return %(STOPPED)d; } } } while (0)
 /* some cell of p[0..n) is not zero (the frame check at return), 8 words at a time */
 typedef i64 rvm_v2 __attribute__((vector_size(16), aligned(8), may_alias));
 static inline int rvm_any(const i64* p, i64 n) {
@@ -102,7 +104,7 @@ static char* rvm_stack_low(void) {
 static char* rvm_stack_low(void) { return (char*)__builtin_frame_address(0) - 262144; }
 #endif
 int rvm_native_abi(void) { return %(ABI)d; }
-""" % {"ABI": ABI, "BAIL": BAIL, "STOPPED": STOPPED}
+""" % {"ABI": ABI, "STOPPED": STOPPED}
 
 # deeper native calls give up (the C stack is not the machine's control stack)
 MAX_NATIVE_DEPTH = 2000
@@ -668,7 +670,7 @@ class _Fn:
                 "(void)A; (void)cs; (void)pa; (void)pl; (void)depth; (void)ptop;",
                 f"if ((char*)__builtin_frame_address(0) < st->stack_low) BAIL({first_pc});",
                 *self.locals(), f"goto L{first};"]
-        return "\n".join(head + self.lines + ["}"]) + "\n"
+        return "\n".join(head + self.lines + [f"bail_out: return {BAIL};", "}"]) + "\n"
 
 
 def generate(program) -> str:
