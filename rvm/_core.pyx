@@ -2477,6 +2477,11 @@ cdef struct NativeState:
     i64 peak_depth
     i64 pc                # where a signal stopped it
     char* stack_low       # the native calls' stack limit (the native code sets it)
+    i64* stack            # the value stack, its adjoints, top, capacity and peak
+    double* sadj
+    i64 sp
+    i64 stack_cap
+    i64 peak_sp
 ctypedef i64 (*native_fn)(NativeState*) noexcept nogil
 
 cdef extern from "Python.h":
@@ -2790,14 +2795,14 @@ cdef class Core:
             self.set_ad(_AD_ADJ)
         # the start state (reset(False) and clear_duals() without Python objects)
         used = min(vm.n_static + max(vm.peak_frame, vm.ftop - vm.n_static), vm.n_mem)
+        n = max(vm.peak_sp, vm.sp) + 1
         memset(vm.adj, 0, used * sizeof(double))
+        memset(vm.sadj, 0, n * sizeof(double))
         if self.nat_fwd == NULL or hvp:
             # (the native code reads no other dual; every interpreted run zeroes them first)
             memset(vm.tan, 0, used * sizeof(double))
             memset(vm.adjt, 0, used * sizeof(double))
-            n = max(vm.peak_sp, vm.sp) + 1
             memset(vm.stan, 0, n * sizeof(double))
-            memset(vm.sadj, 0, n * sizeof(double))
             memset(vm.sadjt, 0, n * sizeof(double))
         vm.ev_release = vm.ev_nonfinite = 0
         vm.ev_release_max = 0.0
@@ -2893,6 +2898,11 @@ cdef class Core:
         st.pt_cap = vm.pt_cap
         st.peak_ftop = vm.n_static + fs
         st.peak_depth = 1
+        st.stack = vm.stack
+        st.sadj = vm.sadj
+        st.sp = 0
+        st.stack_cap = vm.stack_cap
+        st.peak_sp = vm.peak_sp
         st.steps = 0
         try:
             rc = native_run(self.nat_fwd, &st)
@@ -2908,6 +2918,7 @@ cdef class Core:
             # clears them)
             vm.peak_frame = max(vm.peak_frame, st.peak_ftop - vm.n_static)
             vm.peak_depth = max(vm.peak_depth, st.peak_depth)
+            vm.peak_sp = max(vm.peak_sp, st.peak_sp)
         if rc != 0:
             self.native_bails += 1
             return 1

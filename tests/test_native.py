@@ -189,12 +189,61 @@ def test_recursion_and_deep_calls(depth):
     assert out[1][0] != "error"
 
 
+TRACED = ("inout x: float = 2.0\noutput y: float\nfunc main() {\n"
+          "    trace \"x\", x\n    y += x * x\n}\n")
+
+STACK = """
+inout xs: float[4] = [1.0, -2.0, 3.5, 0.25]
+inout c: float = 1.5
+inout n: int = 4
+output y: float
+func main() {
+    local s: float
+    local k: int
+    for i in 0..n {
+        xs[i] += c * c
+        push xs[i]
+    }
+    for i in 0..n {
+        pop s
+        y += s * c
+        push s
+    }
+    k += n
+    for i in 0..n {
+        dec k
+        pop xs[k]
+    }
+}
+"""
+
+
+def test_the_value_stack_runs_natively():
+    """push/pop move a word and its adjoint (the move rule) through the machine's stack;
+    an underflow is the interpreter's trap."""
+    prog = rvm.assemble(STACK)
+    assert native.generate(prog)
+    out = same(prog, "y", ["xs", "c"], [{}, {"c": -0.5}, {"xs": [0.5, 0.25, 2.0, -1.0]}])
+    assert all(o[0] != "error" for o in out)
+    # the cell's adjoint leaves with its word: uses of the zero cell in between add to nothing
+    reuse = rvm.assemble("inout x: float = 2.0\ninout a: float = 0.5\noutput y: float\n"
+                         "func main() {\n    push x\n    x += a\n"
+                         "    y += x * a\n    x -= a\n    pop x\n    y += x * x\n}\n")
+    out = same(reuse, "y", ["x", "a"], [{}, {"x": 3.0, "a": -1.5}])
+    assert out[1][0] == {"x": bits(6.0), "a": bits(-3.0)}
+    popped = rvm.assemble("inout x: float = 2.0\ninout f: int\noutput y: float\n"
+                          "func main() {\n    push x\n    if f == 1 {\n        x += 1.0\n"
+                          "    } fi f == 1\n    pop x\n    y += x * x\n}\n")
+    out = same(popped, "y", ["x"], [{}, {"f": 1}, {"x": 3.0}], bails=1)
+    assert out[1][0] == "error" and out[2][0] == {"x": bits(6.0)}
+
+
 def test_unsupported_programs_say_why_and_stay_interpreted():
-    stack = rvm.assemble(ROOT / "programs" / "stack_reverse.rasm")
-    with pytest.raises(native.Unsupported, match="push"):
-        native.generate(stack)
+    prog = rvm.assemble(TRACED)
+    with pytest.raises(native.Unsupported, match="trace"):
+        native.generate(prog)
     with pytest.raises(native.Unsupported):
-        native.compile_program(stack)
+        native.compile_program(prog)
 
 
 def test_grad_fn_compiles_after_repeated_calls(monkeypatch):
@@ -218,13 +267,12 @@ def test_grad_fn_compiles_after_repeated_calls(monkeypatch):
 
 
 def test_unsupported_program_in_auto_mode_keeps_working():
-    prog = rvm.assemble("inout x: float = 2.0\noutput y: float\nfunc main() {\n"
-                        "    push x\n    pop x\n    y += x * x\n}\n")     # push: not compiled
+    prog = rvm.assemble(TRACED)                                      # trace: not compiled
     f = rvm.grad_fn(prog, of="y", wrt="x")
     end = time.monotonic() + 60
     while f.native == "not compiled" and time.monotonic() < end:
         g = f({"x": 3.0})
-    assert f.native.startswith("interpreted: `push`")
+    assert f.native.startswith("interpreted: `trace`")
     assert g["x"] == 6.0
 
 
@@ -336,8 +384,10 @@ def test_cli_prints_and_builds(tmp_path, capsys):
     assert "rvm_native_forward" in text and "rvm_native_backward" in text
     assert main(["native", str(ROOT / "programs" / "umm.rasm"), "--build"]) == 0
     assert ".so" in capsys.readouterr().out
-    assert main(["native", str(ROOT / "programs" / "stack_reverse.rasm")]) == 1
-    assert "not covered: `push`" in capsys.readouterr().err
+    traced = tmp_path / "t.rasm"
+    traced.write_text(TRACED)
+    assert main(["native", str(traced)]) == 1
+    assert "not covered: `trace`" in capsys.readouterr().err
 
 
 DEEP_LOOP = """

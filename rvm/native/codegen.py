@@ -13,8 +13,8 @@ the state; the caller then runs the interpreter from the start, which reports it
 usual detail.  Like the interpreter's fast path it does not count non-finite intermediate
 derivatives: a gradient that ends non-finite sends the call to the general path, which
 reports where it became so.  Calls become C calls (do_call's argument checks on the caller's
-side, the callee's frame at the caller's frame top); programs with the value stack or traces
-raise Unsupported and stay interpreted.
+side, the callee's frame at the caller's frame top); push and pop use the machine's value
+stack.  Programs with traces raise Unsupported and stay interpreted.
 """
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from isa.types import FIXED, FLOAT, INT, LNS
 # return codes of the generated functions (rvm/_core.pyx native_run reads them): done, gave
 # up (the interpreter runs the call), stopped by a signal (its exception is set)
 DONE, BAIL, STOPPED = 0, 2, 3
-ABI = 4                   # bump when the state struct or the entry points change
+ABI = 5                   # bump when the state struct or the entry points change
 
 MODE_G, MODE_L, MODE_P, MODE_X, MODE_N = range(5)
 _TY = {INT: 0, FIXED: 1, LNS: 2, FLOAT: 3}
@@ -36,7 +36,7 @@ _TY = {INT: 0, FIXED: 1, LNS: 2, FLOAT: 3}
 _COVERED = {"add", "sub", "addi", "subi", "inc", "dec", "addmul", "submul", "adddiv", "subdiv",
             "xor", "xori", "xorand", "neg", "not", "rotl", "rotr", "swap", "rot", "irot",
             "addfn", "subfn", "addfn2", "subfn2", "mul", "div", "cvt", "uncvt", "alloc", "free",
-            "assert", "nop", "jmp", "join", "begin", "end", "call", "uncall"}
+            "assert", "nop", "jmp", "join", "begin", "end", "call", "uncall", "push", "pop"}
 _SIGNED = {"sub": -1, "subi": -1, "submul": -1, "subdiv": -1, "subfn": -1, "subfn2": -1,
            "uncvt": -1, "div": -1, "dec": -1}
 
@@ -63,6 +63,8 @@ typedef struct rvm_ns {
     i64 peak_ftop, peak_depth;      /* the deepest frame top and call depth reached */
     i64 pc;                         /* where a signal stopped it */
     char* stack_low;                /* a call whose frame is below gives up (set on entry) */
+    i64* stack; double* sadj;       /* the value stack and its adjoints */
+    i64 sp, stack_cap, peak_sp;
 } rvm_ns;
 /* give up at pc `at` (kept for the reader): one exit per function, so that the compiler does
    not build an exit block per row */
@@ -542,6 +544,12 @@ class _Fn:
                 float_add("rvm_w2f(w)")
             else:
                 int_add("w")
+        elif fam == "push":                     # the cell's word onto the stack, the cell 0
+            out.append(f"if (st->sp >= st->stack_cap) BAIL({pc}); st->stack[st->sp++] = {y}; "
+                       f"{P[0].set('0')} if (st->sp > st->peak_sp) st->peak_sp = st->sp;")
+        elif fam == "pop":                      # a zero cell takes the top word
+            out.append(f"if (st->sp == 0 || {y} != 0) BAIL({pc}); "
+                       f"{{ i64 v = st->stack[--st->sp]; {P[0].set('v')} }}")
         elif fam in ("alloc", "free"):
             trap(f"{y} != 0")
         elif fam == "nop":
@@ -593,6 +601,10 @@ class _Fn:
             return [f"{D[0]} = -{D[0]};"]
         if rule.kind == "swap":
             return [f"{{ double u = {D[0]}; {D[0]} = {D[1]}; {D[1]} = u; }}"]
+        if rule.kind == "move":                 # the adjoint goes with the word (ad_rule)
+            if op.family == "push":
+                return [f"st->sadj[st->sp - 1] = {D[0]}; {D[0]} = 0.0;"]
+            return [f"{D[0]} = st->sadj[st->sp]; st->sadj[st->sp] = 0.0;"]
         if rule.kind == "scope":
             return [f"{D[0]} = 0.0;"]
         if rule.kind == "rot":
@@ -690,7 +702,7 @@ def generate(program) -> str:
         fn = _Fn(program, fi, program.code if e > 0 else inv, e, rules, names[key], names)
         for row in program.code[fn.begin:fn.end + 1]:
             fam = fn.ops[int(row[0])].family
-            if fam in ("push", "pop", "trace"):
+            if fam == "trace":
                 raise Unsupported(f"`{fam}` in {fn.f.name}")
         done[key] = fn.generate()
         todo += [k for k in fn.needed if k not in done and k not in todo]
