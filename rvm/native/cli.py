@@ -11,7 +11,7 @@ examples:
   rvm native programs/petersen.rasm --build               # compile (or find) it in the cache
 
 rvm.grad_fn compiles this code by itself after a few calls (docs/ad.md, "Native code").
-exit codes: 0 success; 1 the program is not covered (the value stack, trace) or the C
+exit codes: 0 success; 1 the program is not covered (`trace`) or the C
 compiler failed; 2 usage error.
 """
 
