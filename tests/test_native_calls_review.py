@@ -24,6 +24,7 @@ import pytest
 
 import rvm
 from rvm import native
+from test_native_review import bits, observe
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -31,28 +32,8 @@ pytestmark = [pytest.mark.skipif(native.compiler() is None, reason="no C compile
               pytest.mark.filterwarnings("ignore::rvm.ad.ReleasedTangentWarning")]
 
 
-def bits(v) -> list:
-    return np.asarray(v, dtype=np.float64).reshape(-1).view(np.int64).tolist()
-
-
 def w2f(w: int) -> float:
     return struct.unpack("<d", struct.pack("<Q", w))[0]
-
-
-def observe(prog, of, wrt, inputs, use_native):
-    f = rvm.grad_fn(prog, of=of, wrt=wrt, native=use_native)
-    assert f.runner.core.native == use_native
-    out = []
-    for inp in inputs:
-        try:
-            g = f(dict(inp))
-        except Exception as e:                          # noqa: BLE001 - compared as a value
-            out.append(("error", type(e).__name__, str(e)))
-            continue
-        d = f.last
-        out.append(({k: bits(v) for k, v in g.items()}, bits(d.value), d.steps, d.drift,
-                    f.runner.words.tolist()))
-    return out, f
 
 
 def same(src, of, wrt, inputs, bails):
