@@ -56,7 +56,7 @@ def impl(prog: Any, inputs: dict[str, Any], of: str, wrt: list[str],
         try:
             f.compile()
         except (rvm.native.Unsupported, rvm.native.BuildError) as e:
-            f._native = f"interpreted: {e}"
+            f._refuse(e)                    # f.native says why
         compile_s = time.perf_counter() - t0
         grad = functools.partial(f, inputs)
     def describe(row: Any) -> str:

@@ -155,19 +155,23 @@ ANY = 1 << 62                   # the address range of a cell reached through a 
 MAX_PROMOTED = 512
 
 
-def _promotable(program, f, rows) -> set[tuple[str, int]]:
+def _promotable(program, f, rows) -> tuple[set[tuple[str, int]], set[tuple[str, int]]]:
     """Cells the generated code of function f may keep in C locals (registers): ("G", addr)
     globals and ("L", offset) frame cells, named directly by some operand and outside every
     array an indexed operand can reach, so that no access through an index sees memory that
     is stale.  A parameter can be bound to any caller cell, so a function with parameters
-    keeps no global in a local (its own frame is out of its parameters' reach)."""
+    keeps no global in a local (its own frame is out of its parameters' reach).  Returns
+    them and, among them, those every operand of which is a float slot (a float update's
+    cells, a float condition's): those are C doubles, with no word moves in their updates."""
     ops = _ops_by_code()
     direct: dict[tuple[str, int], int] = {}
+    floats: dict[tuple[str, int], bool] = {}
     reach_g: list[tuple[int, int]] = []
     reach_l: list[tuple[int, int]] = []
     key = {MODE_G: "G", MODE_L: "L"}
     for row in rows:
         op = ops[int(row[0])]
+        cond_float = op.family in ("jmp", "join", "assert") and (int(row[1]) >> 4) & 3 == 3
         for i, kind in enumerate(op.operands):
             if kind not in ("y", "a"):
                 continue
@@ -180,37 +184,17 @@ def _promotable(program, f, rows) -> set[tuple[str, int]]:
                 if (x.index & 7) in key:
                     k = (key[x.index & 7], x.index >> 3)
                     direct[k] = direct.get(k, 0) + 1
+                    floats[k] = False                  # an index is an int cell
             elif (w & 7) in key:
                 k = (key[w & 7], w >> 3)
                 direct[k] = direct.get(k, 0) + 1
+                floats[k] = floats.get(k, True) and (op.operand_types[i] == FLOAT or cond_float)
     ok = [k for k in direct
           if not any(lo <= k[1] < hi for lo, hi in (reach_g if k[0] == "G" else reach_l))
           and not (k[0] == "G" and f.params)]
     ok.sort(key=lambda k: -direct[k])
-    return set(ok[:MAX_PROMOTED])
-
-
-def _float_only(rows) -> set[tuple[str, int]]:
-    """Cells every operand of which is a float slot (a float update's cells, a float
-    condition's): a promoted one is a C double, with no word moves in its updates."""
-    ops = _ops_by_code()
-    kinds: dict[tuple[str, int], bool] = {}
-    key = {MODE_G: "G", MODE_L: "L"}
-    for row in rows:
-        op = ops[int(row[0])]
-        cond_float = op.family in ("jmp", "join", "assert") and (int(row[1]) >> 4) & 3 == 3
-        types = op.operand_types
-        for i, kind in enumerate(op.operands):
-            if kind not in ("y", "a"):
-                continue
-            w = int(row[1 + i])
-            if (w & 7) == MODE_X:
-                continue                                 # (its index is an int cell)
-            if (w & 7) in key:
-                k = (key[w & 7], w >> 3)
-                kinds[k] = kinds.get(k, True) and (types[i] == FLOAT or cond_float)
-    # an index cell is an int: never float-only
-    return {k for k, v in kinds.items() if v}
+    promoted = set(ok[:MAX_PROMOTED])
+    return promoted, {k for k in promoted if floats[k]}
 
 
 class _Fn:
@@ -227,8 +211,7 @@ class _Fn:
         self.begin, self.end, self.fs = f.begin, f.end, f.frame_size
         self.F = program.fraction_bits
         self.ops = _ops_by_code()
-        self.promoted = _promotable(program, f, code[f.begin:f.end + 1])
-        self.dbl = self.promoted & _float_only(code[f.begin:f.end + 1])
+        self.promoted, self.dbl = _promotable(program, f, code[f.begin:f.end + 1])
         # constant cells are never written (Core validates it): their words are literals
         self.consts = {c.addr + k: w for c in program.consts for k, w in enumerate(c.values)}
         self.lines: list[str] = []
