@@ -6,13 +6,42 @@ Assemble `.rasm` programs, run them forward and backward, and read their results
     prog = rvm.assemble("programs/rfib.rasm")
     rvm.run(prog, {"n": 10}).outputs          # {'out': 55}
     rvm.grad("programs/accumulate.rasm", of="x", wrt=["x", "one"], inputs={"n": 1000})
+
+The machine (the compiled core) and the gradient engine load on first use, so that tools that
+only read programs (the assembler, `rvm dis`) never load them.
 """
-from .api import Result, RoundTrip, assemble, load, roundtrip, run
-from .ad import derivatives, grad, grad_fn, hessian, hvp, jvp
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
+
 from .errors import InvalidBytecode, RVMError, Trap
-from .machine import Machine
 from .program import Program
 
-__all__ = ["assemble", "load", "run", "roundtrip", "Result", "RoundTrip", "Machine", "Program", "RVMError", "Trap",
-           "InvalidBytecode", "grad", "jvp", "hessian", "hvp", "grad_fn", "derivatives"]
+_LAZY = {"assemble": "api", "load": "api", "run": "api", "roundtrip": "api", "Result": "api",
+         "RoundTrip": "api", "Machine": "machine", "derivatives": "ad", "grad": "ad",
+         "grad_fn": "ad", "hessian": "ad", "hvp": "ad", "jvp": "ad"}
+
+__all__ = ["assemble", "load", "run", "roundtrip", "Result", "RoundTrip", "Machine", "Program",
+           "RVMError", "Trap", "InvalidBytecode", "grad", "jvp", "hessian", "hvp", "grad_fn",
+           "derivatives"]
 __version__ = "0.1.0"
+
+
+_SUBMODULES = ("api", "machine", "ad", "native", "debug", "trace", "hw", "cli", "values",
+               "verify")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _SUBMODULES:
+        return import_module(f".{name}", __name__)
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'rvm' has no attribute {name!r}")
+    value = getattr(import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
