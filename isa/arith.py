@@ -131,14 +131,43 @@ def fn1_value(fn_id: int, t: NumType, x: int, F: int) -> int:
             return wrap(abs(x))
         if fn.name == "sqrt":
             return isqrt(x)
+        if fn.name == "wrap32":
+            return ((x + (1 << 31)) & 0xFFFFFFFF) - (1 << 31)
         raise ArithTrap("domain", f"{fn.name} has no int form")
     if t == FIXED:
         return fixed_from_real(_call(fn, fixed_to_real(x, F)), F)
     return f2w(_call(fn, w2f(x)))
 
 
+def int_fn2(name: str, a: int, b: int) -> int:
+    """The int functions of `y += f(a, b)` (exact, on signed 64-bit words)."""
+    if name == "min":
+        return b if b < a else a
+    if name == "max":
+        return b if b > a else a
+    if name == "mod":
+        if b == 0:
+            raise ArithTrap("div0", "modulus by zero")
+        return wrap(a % b)
+    if name in ("shl", "shr"):
+        if b < 0:
+            raise ArithTrap("domain", f"shift by a negative count {b}")
+        if name == "shl":
+            return 0 if b >= 64 else wrap(a << b)
+        return a >> min(b, 63)
+    if name == "bitand":
+        return a & b
+    if name == "bitor":
+        return a | b
+    if name == "bitxor":
+        return a ^ b
+    raise ArithTrap("domain", f"{name} has no int form")
+
+
 def fn2_value(fn_id: int, t: NumType, a: int, b: int, F: int) -> int:
     fn = FN2[fn_id]
+    if t == INT or (t == FIXED and fn.name in ("min", "max")):
+        return int_fn2(fn.name, a, b)     # fixed min/max compare the words: exact
     if t == FIXED:
         return fixed_from_real(_call(fn, fixed_to_real(a, F), fixed_to_real(b, F)), F)
     return f2w(_call(fn, w2f(a), w2f(b)))
@@ -299,7 +328,8 @@ def execute(op, vals: list[int], F: int) -> list[int]:
     """
     fam, t = op.family, op.type
     v = list(vals)
-    sign = -1 if fam in ("sub", "subi", "submul", "subdiv", "subfn", "subfn2", "dec", "uncvt") else 1
+    sign = -1 if fam in ("sub", "subi", "submul", "subdiv", "subfn", "subfn2", "dec", "uncvt",
+                         "subsum", "subdif") else 1
 
     def add(y: int, d: int) -> int:
         if t == FLOAT:
@@ -324,6 +354,14 @@ def execute(op, vals: list[int], F: int) -> list[int]:
             v[0] = float_result(w2f(v[0]) + sign * (w2f(a) / w2f(b)))
         else:
             v[0] = wrap(v[0] + sign * (fixed_div(a, b, F) if t == FIXED else int_div(a, b)))
+    elif fam in ("addsum", "subsum", "adddif", "subdif"):
+        a, b = w2f(v[1]), w2f(v[2])
+        inner = a + b if fam in ("addsum", "subsum") else a - b
+        if not math.isfinite(inner):
+            raise ArithTrap("range", f"float result {inner} is not finite")
+        v[0] = float_result(w2f(v[0]) + sign * inner)
+    elif fam == "xorcmp":
+        v[0] = v[0] ^ (1 if compare(v[1], v[2], v[3]) else 0)
     elif fam in ("xor", "xori"):
         v[0] = v[0] ^ v[1]
     elif fam == "xorand":

@@ -60,22 +60,28 @@ _UPDATE_PARTIALS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "cvt": (("a",), ("1",)),
     "addmul": (("a", "b"), ("b", "a")),
     "adddiv": (("a", "b"), ("1 / b", "-a / (b * b)")),
+    "addsum": (("a", "b"), ("1", "1")),
+    "adddif": (("a", "b"), ("1", "-1")),
 }
 _POSITIVE = {"add": "add", "sub": "add", "addmul": "addmul", "submul": "addmul",
              "adddiv": "adddiv", "subdiv": "adddiv", "cvt": "cvt", "uncvt": "cvt",
              "addi": "addi", "subi": "addi", "addfn": "addfn", "subfn": "addfn",
-             "addfn2": "addfn2", "subfn2": "addfn2"}
-_NEGATIVE = {"sub", "submul", "subdiv", "uncvt", "subi", "subfn", "subfn2"}
+             "addfn2": "addfn2", "subfn2": "addfn2", "addsum": "addsum", "subsum": "addsum",
+             "adddif": "adddif", "subdif": "adddif"}
+_NEGATIVE = {"sub", "submul", "subdiv", "uncvt", "subi", "subfn", "subfn2", "subsum", "subdif"}
 
 # partial-function ids: 0 none, then the update sets, then one per function
 PF_NONE = 0
 PF_ONE = 1               # df/da = 1 (add, cvt): the core's fast path
 PF_MUL = 2
 PF_DIV = 3
-PF_FN1 = 4
+PF_SUM = 4               # y += a + b
+PF_DIF = 5               # y += a - b
+PF_FN1 = 6
 PF_FN2 = PF_FN1 + len(FN1)
 N_PF = PF_FN2 + len(FN2)
-_PF_OF = {"add": PF_ONE, "cvt": PF_ONE, "addmul": PF_MUL, "adddiv": PF_DIV}
+_PF_OF = {"add": PF_ONE, "cvt": PF_ONE, "addmul": PF_MUL, "adddiv": PF_DIV, "addsum": PF_SUM,
+          "adddif": PF_DIF}
 
 
 def rule_for(op: Op) -> Rule | None:
@@ -145,10 +151,16 @@ def rule_doc(op: Op) -> str:
             return f"y' {s}= f'(sources) . sources' (df column below)"
         if not rule.partials:
             return "y' unchanged (constant increment)"
-        terms = [f"({p}) {a}'" if any(c in p for c in "+-/ ") else f"{p} {a}'"
-                 for a, p in zip(rule.args, rule.partials)]
-        terms = [t[2:] if t.startswith("1 ") else t for t in terms]
-        return f"y' {s}= " + " + ".join(terms)
+        terms = []
+        for a, p in zip(rule.args, rule.partials):
+            neg = p.startswith("-") and p != "-1" and not any(c in p[1:] for c in "+-/ ")
+            term = (f"{a}'" if p in ("1", "-1") else
+                    f"{p.lstrip('-')} {a}'" if neg or not any(c in p for c in "+-/ ")
+                    else f"({p}) {a}'")
+            minus = p == "-1" or neg
+            terms.append(("- " if minus else "+ ") + term if terms else
+                         ("-" if minus else "") + term)
+        return f"y' {s}= " + " ".join(terms)
     return {"neg": "y' = -y'", "swap": "duals exchanged",
             "rot": f"(x', y') <- R({s}t)(x', y') {s} t' J (x, y), (x, y) the rotated values",
             "move": "the dual moves with the value", "scope": "duals zero (checked at release)"
@@ -168,9 +180,12 @@ def generate_header() -> str:
            "    switch (pf) {"]
     cases = [(PF_ONE, ("a",), ("1",), "add, cvt"),
              (PF_MUL, ("a", "b"), _UPDATE_PARTIALS["addmul"][1], "addmul"),
-             (PF_DIV, ("a", "b"), _UPDATE_PARTIALS["adddiv"][1], "adddiv")]
-    cases += [(PF_FN1 + f.id, f.args, f.derivs, f.name) for f in FN1]
-    cases += [(PF_FN2 + f.id, f.args, f.derivs, f.name) for f in FN2]
+             (PF_DIV, ("a", "b"), _UPDATE_PARTIALS["adddiv"][1], "adddiv"),
+             (PF_SUM, ("a", "b"), _UPDATE_PARTIALS["addsum"][1], "addsum"),
+             (PF_DIF, ("a", "b"), _UPDATE_PARTIALS["adddif"][1], "adddif")]
+    # int-only functions have no derivative: no case (rvm_partials returns 0 sources)
+    cases += [(PF_FN1 + f.id, f.args, f.derivs, f.name) for f in FN1 if f.differentiable]
+    cases += [(PF_FN2 + f.id, f.args, f.derivs, f.name) for f in FN2 if f.differentiable]
     for pf, args, exprs, what in cases:
         out.append(f"    case {pf}: {{  /* {what} */")
         if args == ("x",):

@@ -28,6 +28,8 @@ KIND_DOC = {
     "callsite": "call-site table entry (function and argument references)",
     "func": "function table entry",
     "trace": "trace table entry (message and cells)",
+    "msg": "0 (no message), or 1 + the trace table entry whose message (and value names) a "
+           "failed assert reports; the machine ignores it otherwise",
 }
 
 
@@ -36,6 +38,8 @@ def _types(op) -> str:
         return "any"
     if op.family in ("cvt", "uncvt"):
         return f"{TYPE_NAMES[op.types[0]]} <- {TYPE_NAMES[op.types[1]]}"
+    if len(op.types) == 2:
+        return f"{TYPE_NAMES[op.types[0]]}, sources {TYPE_NAMES[op.types[1]]}"
     return TYPE_NAMES[op.types[0]]
 
 
@@ -64,6 +68,15 @@ def _derivative_lines(ops) -> list[str]:
                 "source the increment is a constant.", ""]
     names = ", ".join(f"`{op.name}`" for op in diff)
     return [f"Derivative ({names}; primes are tangents): `{rule_doc(diff[0])}`", ""]
+
+
+def _cell(text: str) -> str:
+    """Text for a table cell (a `|` would end the cell)."""
+    return text.replace("|", "\\|")
+
+
+def _deriv(f, k: int) -> str:
+    return f"`{f.derivs[k]}`" if f.differentiable else "-"
 
 
 def render() -> str:
@@ -100,18 +113,21 @@ def render() -> str:
         out.append("")
     out += ["## Functions", "",
             "The df columns are the partial derivatives the AD rules use (docs/ad.md), in the",
-            "expression language of isa/expr.py.", "",
+            "expression language of isa/expr.py; int-only functions have none (`-`).  A",
+            "function exists only for the types listed: the verifier rejects any other use.", "",
             "`y += f(x)`:", "", "| id | name | types | df/dx | doc |", "|---:|---|---|---|---|"]
     out += [f"| {f.id} | `{f.name}` | {', '.join(TYPE_NAMES[t] for t in f.types)} | "
-            f"`{f.derivs[0]}` | {f.doc} |" for f in FN1]
+            f"{_deriv(f, 0)} | {_cell(f.doc)} |" for f in FN1]
     out += ["", "`y += f(a, b)`:", "", "| id | name | types | df/da | df/db | doc |",
             "|---:|---|---|---|---|---|"]
     out += [f"| {f.id} | `{f.name}` | {', '.join(TYPE_NAMES[t] for t in f.types)} | "
-            f"`{f.derivs[0]}` | `{f.derivs[1]}` | {f.doc} |" for f in FN2]
+            f"{_deriv(f, 0)} | {_deriv(f, 1)} | {_cell(f.doc)} |" for f in FN2]
     out += ["", "## Conditions", "",
             "A condition word is `cmp + 16 * type`; cmp 0 is *always*; " +
             ", ".join(f"{k} is `{v}`" for k, v in CMP_SYMBOLS.items()) +
-            ".  int and fixed compare as signed integers, float as IEEE values, lns by value.",
+            ".  int and fixed compare as signed integers, float as IEEE values (a comparison",
+            "with a NaN is false except `!=`), lns by value.  jmp, join, assert and xorcmp",
+            "evaluate the same conditions; xorcmp's condition type is its sources' type.",
             "", f"{len(OPS)} opcodes in all.", ""]
     return "\n".join(out)
 

@@ -23,7 +23,12 @@ class Fn:
     types: tuple[NumType, ...]
     value: Callable[..., float]
     derivs: tuple[str, ...]     # partial derivative per argument, in the language of isa/expr.py
+    #                             (empty for an int-only function: int cells have no derivative)
     doc: str
+
+    @property
+    def differentiable(self) -> bool:
+        return bool(self.derivs)
 
     @property
     def args(self) -> tuple[str, ...]:
@@ -33,6 +38,18 @@ class Fn:
     def partial(self, k: int, *args: float) -> float:
         """Value of the partial derivative with respect to argument k at `args`."""
         return evaluate(self.derivs[k], dict(zip(self.args, args)))
+
+
+def _no_real(*args: float) -> float:
+    raise ValueError("an int-only function has no real form")
+
+
+def _min(a: float, b: float) -> float:
+    return b if b < a else a
+
+
+def _max(a: float, b: float) -> float:
+    return b if b > a else a
 
 
 def _sigmoid(x: float) -> float:
@@ -53,6 +70,8 @@ FN1: tuple[Fn, ...] = (
     Fn(8, "abs", 1, (INT, FIXED, FLOAT), abs, ("sign(x)",), "absolute value (derivative 0 at 0)"),
     Fn(9, "sigmoid", 1, (FIXED, FLOAT), _sigmoid, ("sigmoid(x) * (1 - sigmoid(x))",),
        "logistic 1/(1+e**-x)"),
+    # int only: jana's `-m` (every expression value reduced to 32 bits before it is used)
+    Fn(10, "wrap32", 1, (INT,), _no_real, (), "x reduced to the 32-bit two's complement range"),
 )
 
 FN2: tuple[Fn, ...] = (
@@ -65,6 +84,21 @@ FN2: tuple[Fn, ...] = (
        ("b / (a * a + b * b)", "-a / (a * a + b * b)"), "angle of the point (b, a)"),
     Fn(2, "hypot", 2, (FIXED, FLOAT), math.hypot,
        ("a / hypot(a, b)", "b / hypot(a, b)"), "sqrt(a*a + b*b)"),
+    # exact on every type (fixed compares words: no binary64 round trip); a when equal
+    Fn(3, "min", 2, (INT, FIXED, FLOAT), _min, ("0 if b < a else 1", "1 if b < a else 0"),
+       "the smaller of a and b (b if b < a, else a)"),
+    Fn(4, "max", 2, (INT, FIXED, FLOAT), _max, ("0 if b > a else 1", "1 if b > a else 0"),
+       "the larger of a and b (b if b > a, else a)"),
+    # int only (no derivative): the int operators of expressions (docs/rasm.md)
+    Fn(5, "mod", 2, (INT,), _no_real, (),
+       "floor modulus a - b*floor(a/b): the sign of b, as Janus; traps if b == 0"),
+    Fn(6, "shl", 2, (INT,), _no_real, (),
+       "a << b wrapped to 64 bits (0 for b >= 64); traps if b < 0"),
+    Fn(7, "shr", 2, (INT,), _no_real, (),
+       "a >> b arithmetic: floor(a / 2**b) (0 or -1 for b >= 64); traps if b < 0"),
+    Fn(8, "bitand", 2, (INT,), _no_real, (), "a & b"),
+    Fn(9, "bitor", 2, (INT,), _no_real, (), "a | b"),
+    Fn(10, "bitxor", 2, (INT,), _no_real, (), "a ^ b"),
 )
 
 FN1_BY_NAME = {f.name: f for f in FN1}

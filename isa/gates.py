@@ -42,13 +42,29 @@ Constructions (gate-count formulas in docs/hw.md, pinned by tests/test_hw_counts
   controls, b ^= a (no ancilla).  Negated comparisons add a NOT on cond.
 * Two source operands in the same cell (y += x*x): the second is copied to n ancillas first
   (n CNOTs) and uncopied after.
+* y ^= (a CMP b) (xorcmp): the condition circuit above with y's bit 0 as `cond`.
+* y += f(a, b) for the int functions that are natural as circuits (and fixed min/max, whose
+  order is the words' order): the value of f is computed into ancillas (or, for min/max, put in
+  place by a controlled swap of the sources), added to y, and uncomputed.
+  - min/max: f = (b < a) (max: a < b) by the comparator, a <-> b swapped by n Fredkin gates
+    controlled by f, y += a, the swap and f undone.
+  - bitand/bitor/bitxor: t = a & b (Toffolis), a | b = a ^ b ^ (a & b), a ^ b (CNOTs); y += t.
+  - shl/shr by a variable count: a barrel shifter of Fredkin gates.  a is copied into a
+    register T of W = n + 2**k - 1 wires (2**k >= n; for shr the extra wires hold copies of
+    a's sign), and stage j rotates T by 2**j (left for shl, right for shr) if bit j of b is
+    set: a rotation is three reversals, each a layer of Fredkins controlled by b_j.  The low
+    n wires then hold a << b (zeros came in from above) or a >> b (sign copies came in).  A
+    count >= 2**k (a bit of b above k, below the sign bit) saturates: n Fredkins swap in a
+    register of zeros (shl) or sign copies (shr).  A negative count traps in the interpreter
+    before the circuit runs.
+  mod stays unrealized (a divider).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Callable, Protocol, Sequence
 
-from .functions import CMP_ALWAYS, CMP_EQ, CMP_GE, CMP_LE, CMP_LT, CMP_NE, cond_parts
+from .functions import CMP_ALWAYS, CMP_EQ, CMP_GE, CMP_LE, CMP_LT, CMP_NE, FN2, cond_parts
 from .table import OP_BY_NAME, Op
 from .types import FIXED, INT, NumType
 
@@ -86,8 +102,9 @@ class Params:
     type: NumType | None        # the opcode's cell type (the destination type of a conversion)
     F: int = 0                  # fraction bits (fixed point)
     imm: int = 0                # immediate raw word (addi, xori) or bit count k (rotl)
-    cc: int = 0                 # condition word (jmp, join, assert)
-    src_type: NumType | None = None   # a conversion's source type
+    cc: int = 0                 # condition word (jmp, join, assert, xorcmp)
+    src_type: NumType | None = None   # a conversion's (or xorcmp's) source type
+    fn: int = 0                 # function id (addfn2: isa/functions.py FN2)
 
 
 Build = Callable[[Builder, list[Wires], Params], "list[Wires] | None"]
@@ -98,6 +115,10 @@ class Realization:
     build: Build
     types: tuple[NumType | None, ...]   # cell types realized (None: untyped, e.g. conditions)
     construction: str                   # one line for reports and docs
+    # a family with a fn operand: function name -> the cell types it is realized for
+    fns: dict[str, tuple[NumType, ...]] | None = None
+    src_types: tuple[NumType, ...] | None = None   # xorcmp: the compared cells' types
+    fn_constructions: dict[str, str] | None = None  # per function, for reports
 
 
 # ---- adders ---------------------------------------------------------------------------------
@@ -374,6 +395,106 @@ def _equal_into(b: Builder, a: Wires, c: Wires, f: int) -> None:
     b.undo(start, end)
 
 
+def _xorcmp(b: Builder, r: list[Wires], p: Params) -> None:
+    """y ^= (a CMP b): the condition circuit into y's bit 0 (always: one NOT)."""
+    y, a, c = r
+    if cond_parts(p.cc)[0] == CMP_ALWAYS:
+        b.x(y[0])
+    else:
+        _condition(b, [a, c, [y[0]]], p)
+
+
+def _fn2(b: Builder, r: list[Wires], p: Params) -> None:
+    """y += f(a, b) for the realized functions (see the module docstring)."""
+    y, a, c = r
+    name = FN2[p.fn].name
+    if name in ("min", "max"):
+        _min_max(b, y, a, c, name == "max")
+    elif name in ("bitand", "bitor", "bitxor"):
+        _bitwise(b, y, a, c, name)
+    elif name in ("shl", "shr"):
+        _shift(b, y, a, c, name == "shl")
+    else:
+        raise ValueError(f"{name} has no gate realization")
+
+
+def _min_max(b: Builder, y: Wires, a: Wires, c: Wires, is_max: bool) -> None:
+    """y += min(a, c) (b if b < a, else a) or max: the comparator's bit f swaps the sources
+    (n Fredkins) so that a holds the result, y += a, then the swap and f are undone."""
+    (f,) = b.alloc(1)
+    start = b.mark()
+    if is_max:
+        _less_into(b, a, c, f)          # the max is c iff a < c
+    else:
+        _less_into(b, c, a, f)          # the min is c iff c < a
+    for u, v in zip(a, c):
+        b.fredkin(f, u, v)
+    end = b.mark()
+    add_into(b, y, a)
+    b.undo(start, end)
+    b.free([f])
+
+
+def _bitwise(b: Builder, y: Wires, a: Wires, c: Wires, name: str) -> None:
+    """y += a & c, a | c or a ^ c: the value into n ancillas, added, uncomputed."""
+    t = b.alloc(len(y))
+    start = b.mark()
+    for w, u, v in zip(t, a, c):
+        if name != "bitand":            # a ^ c (and a | c = a ^ c ^ (a & c))
+            b.x(w, u)
+            b.x(w, v)
+        if name != "bitxor":
+            b.x(w, u, v)
+    end = b.mark()
+    add_into(b, y, t)
+    b.undo(start, end)
+    b.free(t)
+
+
+def _rotate_if(b: Builder, ctl: int, T: Wires, s: int) -> None:
+    """Rotate T left by s (T'[i] = T[i - s mod W]) if ctl is 1: three reversals (all of T,
+    then T[:s] and T[s:]), each a layer of Fredkin gates."""
+    W = len(T)
+    s %= W
+    if s == 0:
+        return
+    for lo, hi in ((0, W), (0, s), (s, W)):
+        i, j = lo, hi - 1
+        while i < j:
+            b.fredkin(ctl, T[i], T[j])
+            i, j = i + 1, j - 1
+
+
+def _shift(b: Builder, y: Wires, a: Wires, c: Wires, left: bool) -> None:
+    """y += a << c (left) or a >> c (arithmetic): a barrel shifter of Fredkin gates on a copy
+    of a (see the module docstring), added to y and uncomputed."""
+    n = len(y)
+    k = (n - 1).bit_length()            # stages: counts 0 .. 2**k - 1, and 2**k >= n
+    W = n + (1 << k) - 1
+    T = b.alloc(W)
+    fill = b.alloc(n)                   # what a saturated shift gives: zeros or the sign
+    high = list(c[k:n - 1])             # count bits above the stages (the sign bit traps)
+    h = b.alloc(1) if high else []
+    start = b.mark()
+    for w, u in zip(T, a):
+        b.x(w, u)
+    if not left:
+        for w in T[n:] + fill:
+            b.x(w, a[n - 1])
+    if high:                            # h = OR(high) = NOT AND(NOT high)
+        b.x(h[0], *[~w for w in high])
+        b.x(h[0])
+    for j in range(k):
+        _rotate_if(b, c[j], T, (1 << j) if left else W - (1 << j))
+    if high:
+        for u, v in zip(T[:n], fill):
+            b.fredkin(h[0], u, v)
+    end = b.mark()
+    add_into(b, y, T[:n])
+    b.undo(start, end)
+    b.free(T + fill + h)
+
+
 IF = (INT, FIXED)
 
 REALIZATIONS: dict[str, Realization] = {
@@ -395,6 +516,25 @@ REALIZATIONS: dict[str, Realization] = {
                                            "fixed: sign-extended copy, rounding add, adder"),
     "jmp": Realization(_condition, (None,), "cond ^= comparison: CDKM carry chain out and back "
                                             "(==: XOR, one negative-control MCX, XOR back)"),
+    "xorcmp": Realization(_xorcmp, (INT,), "y0 ^= comparison: the condition circuit of jmp",
+                          src_types=IF),
+    "addfn2": Realization(_fn2, IF, "min/max: comparator, Fredkin swap of the sources, adder; "
+                                    "and/or/xor: Toffoli/CNOT value, adder; shl/shr: Fredkin "
+                                    "barrel shifter, adder (each value uncomputed)",
+                          fns={"min": IF, "max": IF, "bitand": (INT,), "bitor": (INT,),
+                               "bitxor": (INT,), "shl": (INT,), "shr": (INT,)},
+                          fn_constructions={
+                              "min": "comparator b < a, n Fredkins swap a and b if so, "
+                                     "CDKM y += a, swap and comparator undone",
+                              "max": "comparator a < b, n Fredkins swap a and b if so, "
+                                     "CDKM y += a, swap and comparator undone",
+                              "bitand": "n Toffolis into ancillas, CDKM adder, uncompute",
+                              "bitor": "a ^ b ^ (a & b) into ancillas, CDKM adder, uncompute",
+                              "bitxor": "2n CNOTs into ancillas, CDKM adder, uncompute",
+                              "shl": "Fredkin barrel shifter (ceil(log2 n) stages of three "
+                                     "reversals), saturation swap, CDKM adder, uncompute",
+                              "shr": "Fredkin barrel shifter on a sign-extended copy, "
+                                     "saturation swap, CDKM adder, uncompute"}),
 }
 REALIZATIONS["join"] = REALIZATIONS["assert"] = REALIZATIONS["jmp"]
 
@@ -410,10 +550,11 @@ MOVES = {"push": "relabel onto the value stack, register zeroed (zero gates)",
          "nop": "nothing", "trace": "nothing (reads no register)"}
 
 
-def realization(op: Op) -> tuple[Realization, Op] | None:
+def realization(op: Op, fn: int | None = None) -> tuple[Realization, Op] | None:
     """(the realization, the opcode it realizes) for an opcode whose cell types are realized:
     either the opcode itself or, for an inverse family, its inverse opcode (whose circuit is
-    reversed).  None if the opcode has no gate realization."""
+    reversed).  None if the opcode has no gate realization.  For a family with a function
+    operand, `fn` is the function id; None asks whether any function is realized."""
     for target in (op, OP_BY_NAME[op.inverse]):
         r = REALIZATIONS.get(target.family)
         if r is None:
@@ -423,17 +564,28 @@ def realization(op: Op) -> tuple[Realization, Op] | None:
                 return None
         elif op.types and op.types[0] not in r.types:
             return None
+        if r.src_types is not None and op.types[1] not in r.src_types:
+            return None
+        if r.fns is not None and not realized_fns(r, op.types[0], fn):
+            return None
         return r, target
     return None
 
 
-def params(op: Op, n: int, F: int = 0, imm: int = 0, cc: int = 0) -> Params:
+def realized_fns(r: Realization, t: NumType, fn: int | None = None) -> list[int]:
+    """The function ids (all, or just `fn`) a fn family's realization covers for type t."""
+    ids = range(len(FN2)) if fn is None else [fn] if 0 <= fn < len(FN2) else []
+    return [i for i in ids if t in (r.fns or {}).get(FN2[i].name, ())]
+
+
+def params(op: Op, n: int, F: int = 0, imm: int = 0, cc: int = 0, fn: int = 0) -> Params:
     """Parameters for realizing `op` at width n (F only matters to fixed products and
-    conversions; imm is an immediate word or a rotation count; cc a condition word)."""
+    conversions; imm is an immediate word or a rotation count; cc a condition word; fn a
+    function id)."""
     if not MIN_WIDTH <= n <= MAX_WIDTH:
         raise ValueError(f"width must be {MIN_WIDTH}..{MAX_WIDTH}, not {n}")
     src = op.types[1] if len(op.types) == 2 else None
-    return Params(n=n, type=op.type, F=F, imm=imm, cc=cc, src_type=src)
+    return Params(n=n, type=op.type, F=F, imm=imm, cc=cc, src_type=src, fn=fn)
 
 
 def register_roles(op: Op) -> list[str]:
@@ -453,7 +605,7 @@ def register_roles(op: Op) -> list[str]:
 def realize(b: Builder, op: Op, regs: list[Wires], p: Params) -> list[Wires] | None:
     """Emit the gates of `op` (itself realized, not an inverse family: see `realization`) on
     the registers; a source register given twice (the same cell) is copied first."""
-    found = realization(op)
+    found = realization(op, p.fn if "fn" in op.operands else None)
     if found is None or found[1] is not op:
         raise ValueError(f"{op.name} has no realization of its own")
     regs = list(regs)

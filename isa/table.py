@@ -18,6 +18,8 @@ fill s1.. in the order of ``Op.operands``.  Operand kinds:
   callsite index into Program.callsites
   func     index into Program.functions
   trace    index into Program.traces
+  msg      0, or 1 + an index into Program.traces: the message (and value names) a failed
+           assert reports
 
 Opcode numbers are part of the .rbc format: new opcodes are appended (the generation order below
 is fixed) and the format version goes up when a number changes.
@@ -138,7 +140,8 @@ _family("addfn", "subfn", NUM, ("y", "a", "fn"), "{0} += {fn}({1})",
         "half to even; traps on a domain error or a result out of range")
 _family("subfn", "addfn", NUM, ("y", "a", "fn"), "{0} -= {fn}({1})", "y -= f(x)")
 _family("addfn2", "subfn2", (FIXED, FLOAT), ("y", "a", "a", "fn"), "{0} += {fn}({1}, {2})",
-        "y += f(a, b) for a binary f (pow, atan2, hypot)")
+        "y += f(a, b) for a binary f of isa/functions.py (fixed, float: pow, atan2, hypot, min, "
+        "max; int: min, max, mod, shl, shr, bitand, bitor, bitxor)")
 _family("subfn2", "addfn2", (FIXED, FLOAT), ("y", "a", "a", "fn"), "{0} -= {fn}({1}, {2})",
         "y -= f(a, b)")
 # --- log numbers ------------------------------------------------------------------------
@@ -167,8 +170,9 @@ _family("alloc", "free", (None,), ("y",), "alloc {0}",
 _family("free", "alloc", (None,), ("y",), "free {0}",
         "an ancilla leaves scope: traps unless y is zero")
 # --- checks and tracing -----------------------------------------------------------------
-_family("assert", "assert", (None,), ("cc", "a", "a"), "assert {cond}",
-        "trap unless the condition holds (checked in both directions)", flags=(READS_ONLY,))
+_family("assert", "assert", (None,), ("cc", "a", "a", "msg"), "assert {cond}{msg}",
+        "trap unless the condition holds (checked in both directions); the trap carries the "
+        "optional message", flags=(READS_ONLY,))
 _family("trace", "trace", (None,), ("trace",), "trace {trace}",
         "report a message and cell values to the trace handler; changes nothing",
         flags=(READS_ONLY,))
@@ -191,6 +195,27 @@ _family("begin", "end", (None,), ("func",), "(function entry)",
 _family("end", "begin", (None,), ("func",), "(function exit)",
         "function exit; reached going forward it returns (locals must be zero)",
         flags=(CONTROL,))
+
+# --- appended for expressions (docs/rasm.md): numbers above are part of the .rbc format -----
+# int forms of y += f(a, b): min, max, mod, shl, shr, bitand, bitor, bitxor (isa/functions.py)
+_family("addfn2", "subfn2", (INT,), ("y", "a", "a", "fn"), "{0} += {fn}({1}, {2})",
+        "y += f(a, b) for a binary f (pow, atan2, hypot; min, max; int: mod, shl, shr, bitand, "
+        "bitor, bitxor)")
+_family("subfn2", "addfn2", (INT,), ("y", "a", "a", "fn"), "{0} -= {fn}({1}, {2})",
+        "y -= f(a, b)")
+# float y += (a + b): the sum rounded once, so a float temporary is written once from zero and
+# uncomputed exactly (int and fixed sums are exact: expressions split them into two updates)
+_family("addsum", "subsum", (FLOAT,), ("y", "a", "a"), "{0} += {1} + {2}",
+        "y += (a + b): the sum rounded, then added")
+_family("subsum", "addsum", (FLOAT,), ("y", "a", "a"), "{0} -= {1} + {2}", "y -= (a + b)")
+_family("adddif", "subdif", (FLOAT,), ("y", "a", "a"), "{0} += {1} - {2}",
+        "y += (a - b): the difference rounded, then added")
+_family("subdif", "adddif", (FLOAT,), ("y", "a", "a"), "{0} -= {1} - {2}", "y -= (a - b)")
+# comparisons as 0/1 values: y (int) ^= 1 iff the condition holds; the sources have the
+# condition's type (the second type of the opcode)
+_family("xorcmp", "xorcmp", tuple((INT, _t) for _t in ALL_TYPES), ("y", "cc", "a", "a"),
+        "{0} ^= {cond}", "y ^= 1 if the condition holds, else y unchanged (y is int)",
+        flags=(EXACT,))
 
 OPS: tuple[Op, ...] = tuple(_ops)
 OP_BY_NAME: dict[str, Op] = {op.name: op for op in OPS}

@@ -31,8 +31,10 @@ enum { AK_OK = 0, AK_DIV0 = 1, AK_DOMAIN = 2, AK_RANGE = 3 };
 enum { RT_INT = 0, RT_FIXED = 1, RT_LNS = 2, RT_FLOAT = 3 };
 enum { RC_ALWAYS = 0, RC_EQ, RC_NE, RC_LT, RC_LE, RC_GT, RC_GE };
 /* function ids (isa/functions.py FN1 / FN2) */
-enum { RF_SQRT = 0, RF_EXP, RF_LOG, RF_SIN, RF_COS, RF_TAN, RF_ATAN, RF_TANH, RF_ABS, RF_SIGMOID };
-enum { RF2_POW = 0, RF2_ATAN2, RF2_HYPOT };
+enum { RF_SQRT = 0, RF_EXP, RF_LOG, RF_SIN, RF_COS, RF_TAN, RF_ATAN, RF_TANH, RF_ABS, RF_SIGMOID,
+       RF_WRAP32 };
+enum { RF2_POW = 0, RF2_ATAN2, RF2_HYPOT, RF2_MIN, RF2_MAX, RF2_MOD, RF2_SHL, RF2_SHR,
+       RF2_BITAND, RF2_BITOR, RF2_BITXOR };
 
 #define RVM_INT64_MIN ((rvm_i64)0x8000000000000000ULL)
 #define RVM_LNS_ZERO RVM_INT64_MIN
@@ -117,6 +119,44 @@ static inline int rvm_int_div(rvm_i64 a, rvm_i64 b, rvm_i64 *out)
         q--;
     *out = q;
     return AK_OK;
+}
+
+/* arith.int_fn2: the int functions of y += f(a, b), exact on the words (min and max also
+ * serve fixed cells: their order is the words' order) */
+static inline int rvm_int_fn2(int fn, rvm_i64 a, rvm_i64 b, rvm_i64 *out)
+{
+    rvm_i64 r;
+    switch (fn) {
+    case RF2_MIN: *out = b < a ? b : a; return AK_OK;
+    case RF2_MAX: *out = b > a ? b : a; return AK_OK;
+    case RF2_MOD:                       /* floor modulus: the sign of b */
+        if (b == 0)
+            return AK_DIV0;
+        if (b == -1) {                  /* INT64_MIN % -1 would trap in C */
+            *out = 0;
+            return AK_OK;
+        }
+        r = a % b;
+        if (r != 0 && ((r < 0) != (b < 0)))
+            r += b;
+        *out = r;
+        return AK_OK;
+    case RF2_SHL:
+        if (b < 0)
+            return AK_DOMAIN;
+        *out = b >= 64 ? 0 : (rvm_i64)((rvm_u64)a << b);
+        return AK_OK;
+    case RF2_SHR:                       /* arithmetic: floor(a / 2**b) */
+        if (b < 0)
+            return AK_DOMAIN;
+        *out = a >> (b > 63 ? 63 : b);
+        return AK_OK;
+    case RF2_BITAND: *out = a & b; return AK_OK;
+    case RF2_BITOR: *out = a | b; return AK_OK;
+    case RF2_BITXOR: *out = a ^ b; return AK_OK;
+    default:
+        return AK_DOMAIN;
+    }
 }
 
 /* floor of the square root of a >= 0 */
@@ -363,6 +403,8 @@ static inline int rvm_fn2_real(int fn, double a, double b, double *out)
         break;
     case RF2_ATAN2: r = rvm_py_atan2(a, b); break;
     case RF2_HYPOT: r = rvm_py_hypot(a, b); break;
+    case RF2_MIN: r = b < a ? b : a; break;
+    case RF2_MAX: r = b > a ? b : a; break;
     default:
         return AK_DOMAIN;
     }
@@ -385,6 +427,10 @@ static inline int rvm_fn1_value(int fn, int t, rvm_i64 x, int F, rvm_i64 *out)
             *out = rvm_isqrt(x);
             return AK_OK;
         }
+        if (fn == RF_WRAP32) {
+            *out = (rvm_i64)(int32_t)(uint32_t)(rvm_u64)x;
+            return AK_OK;
+        }
         return AK_DOMAIN;
     }
     if (t == RT_FIXED) {
@@ -402,6 +448,8 @@ static inline int rvm_fn2_value(int fn, int t, rvm_i64 a, rvm_i64 b, int F, rvm_
 {
     double r;
     int err;
+    if (t == RT_INT || (t == RT_FIXED && (fn == RF2_MIN || fn == RF2_MAX)))
+        return rvm_int_fn2(fn, a, b, out);
     if (t == RT_FIXED) {
         if ((err = rvm_fn2_real(fn, rvm_fixed_to_real(a, F), rvm_fixed_to_real(b, F), &r)))
             return err;
@@ -433,6 +481,17 @@ static inline int rvm_float_add(rvm_i64 y, double d, int sign, rvm_i64 *out)
     if (err == AK_OK)
         *out = rvm_f2w(r);
     return err;
+}
+
+/* y + sign*(a + b) (dif = 0) or y + sign*(a - b) (dif = 1) on float words: the inner sum is
+ * rounded once and must be finite (arith.execute's addsum/adddif) */
+static inline int rvm_float_sum(rvm_i64 y, rvm_i64 a, rvm_i64 b, int dif, int sign,
+                                rvm_i64 *out)
+{
+    double inner = dif ? rvm_w2f(a) - rvm_w2f(b) : rvm_w2f(a) + rvm_w2f(b);
+    if (!isfinite(inner))
+        return AK_RANGE;
+    return rvm_float_add(y, inner, sign, out);
 }
 
 /* ---- conversions -------------------------------------------------------------------------- */

@@ -49,12 +49,31 @@ cdef extern from "_arith.h" nogil:
     int rvm_fn1_value(int fn, int t, i64 x, int F, i64* out)
     int rvm_fn2_value(int fn, int t, i64 a, i64 b, int F, i64* out)
     int rvm_float_add(i64 y, double d, int sign, i64* out)
+    int rvm_float_sum(i64 y, i64 a, i64 b, int dif, int sign, i64* out)
     int rvm_convert(int dst, int src, i64 x, int F, i64* out)
     int rvm_rot_fixed(i64* x, i64* y, i64 theta, int F, int inverse)
     int rvm_rot_float(i64* x, i64* y, i64 theta, int inverse, double* cs)
     int rvm_compare(i64 cc, i64 a, i64 b)
     const unsigned char RVM_CMP_MASK[8]
     bint RVM_LIKELY(bint cond)
+    # function ids as _arith.h numbers them (checked against isa/functions.py below)
+    enum:
+        RF_SQRT, RF_EXP, RF_LOG, RF_SIN, RF_COS, RF_TAN, RF_ATAN, RF_TANH, RF_ABS, RF_SIGMOID
+        RF_WRAP32
+        RF2_POW, RF2_ATAN2, RF2_HYPOT, RF2_MIN, RF2_MAX, RF2_MOD, RF2_SHL, RF2_SHR, RF2_BITAND
+        RF2_BITOR, RF2_BITXOR
+
+_C_FN1 = dict(sqrt=RF_SQRT, exp=RF_EXP, log=RF_LOG, sin=RF_SIN, cos=RF_COS, tan=RF_TAN,
+              atan=RF_ATAN, tanh=RF_TANH, abs=RF_ABS, sigmoid=RF_SIGMOID, wrap32=RF_WRAP32)
+_C_FN2 = dict(pow=RF2_POW, atan2=RF2_ATAN2, hypot=RF2_HYPOT, min=RF2_MIN, max=RF2_MAX,
+              mod=RF2_MOD, shl=RF2_SHL, shr=RF2_SHR, bitand=RF2_BITAND, bitor=RF2_BITOR,
+              bitxor=RF2_BITXOR)
+if len(OPS) != N_OPCODES:
+    raise ImportError(f"rvm._core was built for {N_OPCODES} opcodes, isa/table.py has "
+                      f"{len(OPS)}: rebuild (pip install -e .)")
+if {f.name: f.id for f in FN1} != _C_FN1 or {f.name: f.id for f in FN2} != _C_FN2:
+    raise ImportError("the function ids of rvm/_arith.h (RF_*, RF2_*) differ from "
+                      "isa/functions.py: give every function its C case, then rebuild")
 
 cdef extern from "_deriv.h" nogil:
     ctypedef struct rvm_dual:
@@ -113,6 +132,8 @@ cdef enum:
     # trap word 3 of an alias trap whose cell is an index (see check_index_alias/do_return)
     _IDX_ALIAS = 1000
     _IDX_RETURN = 2000
+    # trap word 3 of a bytecode trap: a kernel row whose op kernel_row has no case for
+    _NO_KERNEL_CASE = 3000
     ARG_SCALAR = -2       # arg_len of a scalar call argument
     MODE_G = 0
     MODE_L = 1
@@ -141,7 +162,7 @@ T_COMEFROM, T_ANCILLA, T_POP, T_UNDERFLOW, T_OVERFLOW = range(1, 6)
 T_ALIAS, T_READONLY, T_BOUNDS, T_DIV0, T_DOMAIN, T_RANGE, T_ASSERT, T_BYTECODE = range(6, 14)
 OV_VALUE_STACK, OV_CONTROL_STACK, OV_FRAMES, OV_PARAMS = range(4)
 IN_CALL = _IN_CALL
-IDX_ALIAS, IDX_RETURN = _IDX_ALIAS, _IDX_RETURN
+IDX_ALIAS, IDX_RETURN, NO_KERNEL_CASE = _IDX_ALIAS, _IDX_RETURN, _NO_KERNEL_CASE
 AD_TAN, AD_ADJ = _AD_TAN, _AD_ADJ
 
 
@@ -364,10 +385,18 @@ cdef int check_index_alias(VM* vm, i64* c, int op, i64* mem, i64* fpm, i64* pa) 
     return 0
 
 
-# number of cell operands of each opcode (they come first in the row: slots 1..NCELL)
+# number of cell operands of each opcode, the row slot of each (they come first in the row,
+# slots 1..NCELL, except xorcmp's: y, cc, a, b) and which of them it writes (bit k: cell k)
 cdef int NCELL[N_OPCODES]
+cdef int CSLOT[N_OPCODES][3]
+cdef int CTMASK[N_OPCODES]
 for _op in OPS:
-    NCELL[_op.code] = sum(1 for k in _op.operands if k in ("y", "a"))
+    _slots = [s + 1 for s, k in enumerate(_op.operands) if k in ("y", "a")]
+    assert len(_slots) <= 3, _op.name
+    NCELL[_op.code] = len(_slots)
+    CTMASK[_op.code] = sum(1 << k for k, s in enumerate(_slots) if _op.operands[s - 1] == "y")
+    for _k in range(3):
+        CSLOT[_op.code][_k] = _slots[_k] if _k < len(_slots) else 1
 
 
 # ---- differentiation rules (isa/derivatives.py; docs/ad.md) ------------------------------------
@@ -577,13 +606,13 @@ cdef inline bint ad_inline(int op, i64* y, i64* a, i64* mem, int ad, bint backwa
 cdef void ad_apply(VM* vm, int op, i64* c, i64* mem, i64* fpm, i64* pa, i64 pc) noexcept nogil:
     """ad_rule with the instruction's cell operands resolved in the current frame."""
     cdef int n = NCELL[op]
-    cdef i64* p1 = opnd(vm, c[1], mem, fpm, pa)
+    cdef i64* p1 = opnd(vm, c[CSLOT[op][0]], mem, fpm, pa)
     cdef i64* p2 = p1
     cdef i64* p3 = p1
     if n > 1:
-        p2 = opnd(vm, c[2], mem, fpm, pa)
+        p2 = opnd(vm, c[CSLOT[op][1]], mem, fpm, pa)
         if n > 2:
-            p3 = opnd(vm, c[3], mem, fpm, pa)
+            p3 = opnd(vm, c[CSLOT[op][2]], mem, fpm, pa)
     ad_rule(vm, op, c, p1, p2, p3, mem, pc)
 
 
@@ -613,7 +642,10 @@ KERNEL_OPS = frozenset(["add.i", "add.x", "add.f", "sub.i", "sub.x", "sub.f",
                         "adddiv.f", "subdiv.i", "subdiv.x", "subdiv.f", "addfn.i", "addfn.x",
                         "addfn.f", "subfn.i", "subfn.x", "subfn.f", "addfn2.x", "addfn2.f",
                         "subfn2.x", "subfn2.f", "xor.i",
-                        "swap.i", "swap.x", "swap.f", "rot.x", "rot.f", "irot.x", "irot.f"])
+                        "swap.i", "swap.x", "swap.f", "rot.x", "rot.f", "irot.x", "irot.f",
+                        "addfn2.i", "subfn2.i", "addsum.f", "subsum.f", "adddif.f", "subdif.f",
+                        "xorcmp.ii", "xorcmp.ix", "xorcmp.il", "xorcmp.if"])
+assert KERNEL_OPS <= {_op.name for _op in OPS}, KERNEL_OPS - {_op.name for _op in OPS}
 _KERNEL_CODES = frozenset(OPS[i].code for i in range(len(OPS)) if OPS[i].name in KERNEL_OPS)
 _TWO_TARGETS = frozenset(OPS[i].code for i in range(len(OPS)) if len(OPS[i].targets) == 2)
 
@@ -624,7 +656,7 @@ def _kernel_row(row) -> bool:
     op = int(row[0])
     if op not in _KERNEL_CODES:
         return False
-    words = [int(row[s]) for s in range(1, 1 + NCELL[op])]
+    words = [int(row[CSLOT[op][k]]) for k in range(NCELL[op])]
     if any((w & 7) not in (MODE_G, MODE_L, MODE_P, MODE_X) for w in words):
         return False
     if words[0] in words[1:]:
@@ -1045,7 +1077,7 @@ cdef inline bint _written(i64* cell, int nm, int* mops, bint* isx, i64** fixed, 
     cdef int m, t
     for m in range(nm):
         for t in range(NCELL[mops[m]]):
-            if OP_YMASK[mops[m]] & (2 << t):
+            if CTMASK[mops[m]] & (1 << t):
                 if isx[m * 3 + t]:
                     if _inside(cell, xb[m * 3 + t], xl[m * 3 + t]):
                         return 1
@@ -1133,7 +1165,7 @@ cdef int run_induct(VM* vm, i64 k, i64* code, int e, i64* mem, i64* fpm, i64* pa
         c = code + mrow[m] * 6
         for s in range(NCELL[mops[m]]):
             q = m * 3 + s
-            w = c[1 + s]
+            w = c[CSLOT[mops[m]][s]]
             isx[q] = (w & 7) == MODE_X
             xi[q] = -1
             if isx[q]:
@@ -1255,14 +1287,23 @@ cdef int run_induct(VM* vm, i64 k, i64* code, int e, i64* mem, i64* fpm, i64* pa
                        pc_out, op_out)
 
 
+cdef inline int float_set(i64* y, int err, i64 v) noexcept nogil:
+    """Store a float result, or return the trap of its failure (the cell unchanged)."""
+    if err:
+        return ak_trap(err)
+    y[0] = v
+    return 0
+
+
 cdef int fn_update(int op, i64* c, i64* y, i64* a, i64* b, int F) noexcept nogil:
     """y += f(a) or y += f(a, b) (and -=) of row c on resolved cells; returns a trap code,
     with nothing changed."""
-    cdef i64 v
+    cdef i64 v = 0
     cdef int tc
     cdef bint add = (op == OP_ADDFN_I or op == OP_ADDFN_X or op == OP_ADDFN_F
-                     or op == OP_ADDFN2_X or op == OP_ADDFN2_F)
-    if op == OP_ADDFN2_X or op == OP_ADDFN2_F or op == OP_SUBFN2_X or op == OP_SUBFN2_F:
+                     or op == OP_ADDFN2_I or op == OP_ADDFN2_X or op == OP_ADDFN2_F)
+    if (op == OP_ADDFN2_I or op == OP_ADDFN2_X or op == OP_ADDFN2_F or op == OP_SUBFN2_I
+            or op == OP_SUBFN2_X or op == OP_SUBFN2_F):
         tc = ak_trap(rvm_fn2_value(<int>c[4], OP_TYPE[op], a[0], b[0], F, &v))
     else:
         tc = ak_trap(rvm_fn1_value(<int>c[3], OP_TYPE[op], a[0], F, &v))
@@ -1326,9 +1367,11 @@ cdef inline int kernel_row(VM* vm, int op, i64* y, i64* a, i64* b, i64* c,
         y[0] = vx
         a[0] = vy
     elif (op == OP_ADDFN_I or op == OP_ADDFN_X or op == OP_ADDFN_F or op == OP_SUBFN_I
-          or op == OP_SUBFN_X or op == OP_SUBFN_F or op == OP_ADDFN2_X or op == OP_ADDFN2_F
-          or op == OP_SUBFN2_X or op == OP_SUBFN2_F):
+          or op == OP_SUBFN_X or op == OP_SUBFN_F or op == OP_ADDFN2_I or op == OP_ADDFN2_X
+          or op == OP_ADDFN2_F or op == OP_SUBFN2_I or op == OP_SUBFN2_X or op == OP_SUBFN2_F):
         return fn_update(op, c, y, a, b, F)
+    elif op == OP_XORCMP_II or op == OP_XORCMP_IX or op == OP_XORCMP_IL or op == OP_XORCMP_IF:
+        y[0] ^= rvm_compare(c[2], a[0], b[0])
     elif op == OP_ADDDIV_I or op == OP_SUBDIV_I or op == OP_ADDDIV_X or op == OP_SUBDIV_X:
         if op == OP_ADDDIV_I or op == OP_SUBDIV_I:
             tc = rvm_int_div(a[0], b[0], &v)
@@ -1340,24 +1383,34 @@ cdef inline int kernel_row(VM* vm, int op, i64* y, i64* a, i64* b, i64* c,
             y[0] = <i64>(<u64>y[0] + <u64>v)
         else:
             y[0] = <i64>(<u64>y[0] - <u64>v)
+    elif op == OP_ADD_F or op == OP_SUB_F:
+        # float: a non-finite result traps before the cell changes (v is set on success)
+        tc = rvm_float_add(y[0], rvm_w2f(a[0]), 1 if op == OP_ADD_F else -1, &v)
+        return float_set(y, tc, v)
+    elif op == OP_ADDI_F or op == OP_SUBI_F:
+        tc = rvm_float_add(y[0], rvm_w2f(imm), 1 if op == OP_ADDI_F else -1, &v)
+        return float_set(y, tc, v)
+    elif op == OP_ADDDIV_F or op == OP_SUBDIV_F:
+        if rvm_w2f(b[0]) == 0.0:
+            return ak_trap(AK_DIV0)
+        tc = rvm_float_add(y[0], rvm_w2f(a[0]) / rvm_w2f(b[0]),
+                           1 if op == OP_ADDDIV_F else -1, &v)
+        return float_set(y, tc, v)
+    elif op == OP_ADDMUL_F or op == OP_SUBMUL_F:
+        tc = rvm_float_add(y[0], rvm_w2f(a[0]) * rvm_w2f(b[0]),
+                           1 if op == OP_ADDMUL_F else -1, &v)
+        return float_set(y, tc, v)
+    elif op == OP_ADDSUM_F or op == OP_SUBSUM_F or op == OP_ADDDIF_F or op == OP_SUBDIF_F:
+        tc = rvm_float_sum(y[0], a[0], b[0], op == OP_ADDDIF_F or op == OP_SUBDIF_F,
+                           1 if op == OP_ADDSUM_F or op == OP_ADDDIF_F else -1, &v)
+        return float_set(y, tc, v)
     else:
-        # float: a non-finite result traps before the cell changes
-        if op == OP_ADD_F or op == OP_SUB_F:
-            tc = rvm_float_add(y[0], rvm_w2f(a[0]), 1 if op == OP_ADD_F else -1, &v)
-        elif op == OP_ADDI_F or op == OP_SUBI_F:
-            tc = rvm_float_add(y[0], rvm_w2f(imm), 1 if op == OP_ADDI_F else -1, &v)
-        elif op == OP_ADDDIV_F or op == OP_SUBDIV_F:
-            if rvm_w2f(b[0]) == 0.0:
-                return ak_trap(AK_DIV0)
-            tc = rvm_float_add(y[0], rvm_w2f(a[0]) / rvm_w2f(b[0]),
-                               1 if op == OP_ADDDIV_F else -1, &v)
-        else:
-            tc = rvm_float_add(y[0], rvm_w2f(a[0]) * rvm_w2f(b[0]),
-                               1 if op == OP_ADDMUL_F else -1, &v)
-        if tc:
-            return ak_trap(tc)
-        y[0] = v
+        # listed in KERNEL_OPS without a case here: refuse by name, never guess
+        vm.tv[0] = op
+        vm.tv[3] = _NO_KERNEL_CASE
+        return _T_BYTECODE
     return 0
+
 
 
 cdef int run_kernel(VM* vm, i64 k, i64* code, int e, i64* mem, i64* fpm, i64* pa, i64* left,
@@ -1409,7 +1462,7 @@ cdef int run_kernel(VM* vm, i64 k, i64* code, int e, i64* mem, i64* fpm, i64* pa
         dyn[r] = vm.xflag[rows[r]] != 0
         if dyn[r]:
             for s3 in range(NCELL[ops[r]]):
-                w = c[1 + s3]
+                w = c[CSLOT[ops[r]][s3]]
                 isx[r * 3 + s3] = (w & 7) == MODE_X
                 if isx[r * 3 + s3]:
                     xtab[r * 3 + s3] = w >> 3
@@ -1418,12 +1471,12 @@ cdef int run_kernel(VM* vm, i64 k, i64* code, int e, i64* mem, i64* fpm, i64* pa
                 else:
                     sp[r * 3 + s3] = opnd(vm, w, mem, fpm, pa)
             continue
-        ys[r] = opnd(vm, c[1], mem, fpm, pa)
+        ys[r] = opnd(vm, c[CSLOT[ops[r]][0]], mem, fpm, pa)
         as_[r] = bs[r] = ys[r]
         if NCELL[ops[r]] > 1:
-            as_[r] = opnd(vm, c[2], mem, fpm, pa)
+            as_[r] = opnd(vm, c[CSLOT[ops[r]][1]], mem, fpm, pa)
             if NCELL[ops[r]] > 2:
-                bs[r] = opnd(vm, c[3], mem, fpm, pa)
+                bs[r] = opnd(vm, c[CSLOT[ops[r]][2]], mem, fpm, pa)
         # parameters can alias (the verifier checked the static operands): let the dispatch
         # loop trap on it
         if kernel_alias(ops[r], ys[r], as_[r], bs[r]):
@@ -1458,13 +1511,13 @@ cdef int run_kernel(VM* vm, i64 k, i64* code, int e, i64* mem, i64* fpm, i64* pa
                             bad = 1
                     else:
                         p3[s3] = sp[r * 3 + s3]
-                ym = OP_YMASK[op]
-                if not (((ym & 2) and p3[0] == NULL) or ((ym & 4) and p3[1] == NULL)):
+                ym = CTMASK[op]
+                if not (((ym & 1) and p3[0] == NULL) or ((ym & 2) and p3[1] == NULL)):
                     for s3 in range(nc):
                         if tc == 0 and isx[r * 3 + s3]:
                             for t3 in range(2):
-                                if (ym & (2 << t3)) and p3[t3] == xidx[r * 3 + s3]:
-                                    vm.tv[0] = s3 + 1
+                                if (ym & (1 << t3)) and p3[t3] == xidx[r * 3 + s3]:
+                                    vm.tv[0] = CSLOT[op][s3]
                                     vm.tv[1] = xidx[r * 3 + s3] - mem
                                     vm.tv[2] = 0
                                     vm.tv[3] = _IDX_ALIAS
@@ -2001,12 +2054,13 @@ cdef int vm_run(VM* vm, i64 budget, i64* executed, Variant* variant) noexcept no
 
         # -- y += f(x), y += f(a, b) -------------------------------------------------------
         elif (op == OP_ADDFN_I or op == OP_ADDFN_X or op == OP_ADDFN_F or op == OP_SUBFN_I
-              or op == OP_SUBFN_X or op == OP_SUBFN_F or op == OP_ADDFN2_X or op == OP_ADDFN2_F
-              or op == OP_SUBFN2_X or op == OP_SUBFN2_F):
+              or op == OP_SUBFN_X or op == OP_SUBFN_F or op == OP_ADDFN2_I or op == OP_ADDFN2_X
+              or op == OP_ADDFN2_F or op == OP_SUBFN2_I or op == OP_SUBFN2_X
+              or op == OP_SUBFN2_F):
             y = opnd(vm, c[1], mem, fpm, pa)
             a = opnd(vm, c[2], mem, fpm, pa)
             b = a
-            if op == OP_ADDFN2_X or op == OP_ADDFN2_F or op == OP_SUBFN2_X or op == OP_SUBFN2_F:
+            if NCELL[op] == 3:                  # y += f(a, b)
                 b = opnd(vm, c[3], mem, fpm, pa)
             if y == NULL or a == NULL or b == NULL:
                 tc = _T_BOUNDS
@@ -2017,6 +2071,40 @@ cdef int vm_run(VM* vm, i64 budget, i64* executed, Variant* variant) noexcept no
             tc = fn_update(op, c, y, a, b, vm.F)
             if tc:
                 break
+            pc += e
+            came = 0
+
+        # -- float y += a + b, y += a - b (the inner sum rounded once) ----------------------
+        elif op == OP_ADDSUM_F or op == OP_SUBSUM_F or op == OP_ADDDIF_F or op == OP_SUBDIF_F:
+            y = opnd(vm, c[1], mem, fpm, pa)
+            a = opnd(vm, c[2], mem, fpm, pa)
+            b = opnd(vm, c[3], mem, fpm, pa)
+            if y == NULL or a == NULL or b == NULL:
+                tc = _T_BOUNDS
+                break
+            if y == a or y == b:
+                tc = _T_ALIAS
+                break
+            tc = ak_trap(rvm_float_sum(y[0], a[0], b[0], op == OP_ADDDIF_F or op == OP_SUBDIF_F,
+                                       1 if op == OP_ADDSUM_F or op == OP_ADDDIF_F else -1, &v))
+            if tc:
+                break
+            y[0] = v
+            pc += e
+            came = 0
+
+        # -- comparisons as values: y ^= (a CMP b), y int, a and b of the condition's type --
+        elif op == OP_XORCMP_II or op == OP_XORCMP_IX or op == OP_XORCMP_IL or op == OP_XORCMP_IF:
+            y = opnd(vm, c[1], mem, fpm, pa)
+            a = opnd(vm, c[3], mem, fpm, pa)
+            b = opnd(vm, c[4], mem, fpm, pa)
+            if y == NULL or a == NULL or b == NULL:
+                tc = _T_BOUNDS
+                break
+            if y == a or y == b:
+                tc = _T_ALIAS
+                break
+            y[0] ^= rvm_compare(c[2], a[0], b[0])
             pc += e
             came = 0
 
@@ -2386,6 +2474,9 @@ def validate(program, n_static: int, n_globals: int) -> list:
                 if kind == "cc":
                     if not (0 <= w < 64 and (w & 15) <= 6):
                         ck.bad(pc, f"{what}: bad condition word {w}")
+                    elif op.family == "xorcmp" and (w >> 4) != int(op.types[1]):
+                        ck.bad(pc, f"{what}: condition on type {w >> 4}, the sources have "
+                                   f"type {int(op.types[1])}")
                     always = (w & 15) == 0
                 elif kind in ("y", "a"):
                     if not (always and op.name in ("jmp", "join", "assert")):
@@ -2397,6 +2488,14 @@ def validate(program, n_static: int, n_globals: int) -> list:
                     table = FN2 if op.family in ("addfn2", "subfn2") else FN1
                     if not 0 <= w < len(table):
                         ck.bad(pc, f"{what}: function id {w} does not exist")
+                    elif op.types[0] not in table[w].types:
+                        ck.bad(pc, f"{what}: function {table[w].name} does not exist for "
+                                   f"this type")
+                elif kind == "msg":
+                    if not 0 <= w <= len(program.traces):
+                        ck.bad(pc, f"{what}: no message entry {w}")
+                    elif w:
+                        check_trace(ck, pc, f, program.traces[w - 1])
                 elif kind == "pc":
                     partner = "join" if op.name == "jmp" else "jmp"
                     if not f.begin < w < f.end:
@@ -2409,11 +2508,24 @@ def validate(program, n_static: int, n_globals: int) -> list:
                     if not 0 <= w < len(program.traces):
                         ck.bad(pc, f"{what}: no trace entry {w}")
                     else:
-                        for word in program.traces[w].operands:
-                            ck.cell(pc, f, word, False, "trace operand")
+                        check_trace(ck, pc, f, program.traces[w])
             if len(ck.problems) > 200:
                 return ck.problems
     return ck.problems
+
+
+def check_trace(ck, pc, f, tr) -> None:
+    """A trace's (or an assert message's) operands: cells, or arrays where `lengths` says."""
+    lengths = tr.lengths or [None] * len(tr.operands)
+    if len(lengths) != len(tr.operands):
+        ck.bad(pc, f"trace {tr.message!r}: {len(lengths)} lengths for "
+                   f"{len(tr.operands)} operands")
+        return
+    for word, length in zip(tr.operands, lengths):
+        if length is None:
+            ck.cell(pc, f, word, False, "trace operand")
+        else:
+            ck.array(pc, f, word, length if length >= 0 else None, False, "trace array")
 
 
 def check_callsite(ck, pc, f, k: int) -> None:

@@ -172,6 +172,22 @@ def format_condition(program: Program, func: Function | None, cc: int, a: int, b
     return f"{describe_operand(program, func, a)} {sym} {describe_operand(program, func, b)}"
 
 
+_ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\t": "\\t", "\r": "\\r"}
+
+
+def _quote(message: str) -> str:
+    """A message as a double-quoted string, with the assembler's escapes."""
+    out = []
+    for c in message:
+        if c in _ESCAPES:
+            out.append(_ESCAPES[c])
+        elif ord(c) < 0x20 or ord(c) == 0x7f:
+            out.append(f"\\x{ord(c):02x}")
+        else:
+            out.append(c)
+    return '"' + "".join(out) + '"'
+
+
 def format_instruction(program: Program, pc: int) -> str:
     """One instruction as text: mnemonic and operands by name, e.g. `add.i x, one`,
     `jmp top if i < n`, `call f(a, b[i])`."""
@@ -187,8 +203,14 @@ def format_instruction(program: Program, pc: int) -> str:
         cc, a, b = row[1:4]
         cond = format_condition(program, func, cc, a, b)
         if op.name == "assert":
+            msg = row[4]
+            if 0 < msg <= len(program.traces):
+                return f"assert {cond}, {_quote(program.traces[msg - 1].message)}"
             return f"assert {cond}"
         return f"{op.name} {_label(program, row[4])}" + ("" if cond == "always" else f" if {cond}")
+    if op.family == "xorcmp":
+        return f"{op.name} {describe_operand(program, func, row[1])}, " \
+               f"{format_condition(program, func, row[2], row[3], row[4])}"
     if op.name in ("call", "uncall"):
         k = row[1]
         if not 0 <= k < len(program.callsites):
@@ -591,15 +613,41 @@ class Machine:
                 RangeError: "result out of range"}[cls]
             return self._make(cls, f"{reason}{way}", pc, D, vals)
         if code == _core.T_ASSERT:
-            cond = format_condition(program, func, row[1], row[2], row[3])
-            t = cond_parts(row[1])[1]
-            return self._make(AssertionTrap, f"assertion {cond} is false", pc, D,
-                              self._values([(row[2], t), (row[3], t)], func))
+            return self._assertion(pc, D, row, func)
+        if code == _core.T_BYTECODE and tv[3] == _core.NO_KERNEL_CASE:
+            return self._make(BytecodeTrap, f"{ran_as.name} is a loop-kernel opcode "
+                              f"(KERNEL_OPS) but kernel_row has no case for it: refused, "
+                              f"nothing changed (rvm/_core.pyx)", pc, D, {})
         if code == _core.T_BYTECODE:
             return self._make(BytecodeTrap, f"{instr.name} reached running "
                               f"{'forward' if e > 0 else 'backward'}: control cannot get here "
                               f"in a verified program", pc, D, {})
         return self._make(BytecodeTrap, f"unknown trap code {code}", pc, D, {})
+
+    def _assertion(self, pc: int, D: int, row: list[int], func) -> Trap:
+        """A false assert: its message when it has one (msg operand k > 0: traces[k - 1]),
+        with the values it names (the message's operands, else the two compared cells) under
+        the message's names, else under their operands' names."""
+        program = self.program
+        cc, a, b, msg = row[1], row[2], row[3], row[4]
+        t = cond_parts(cc)[1]
+        if not 0 < msg <= len(program.traces):
+            cond = format_condition(program, func, cc, a, b)
+            return self._make(AssertionTrap, f"assertion {cond} is false", pc, D,
+                              self._values([(a, t), (b, t)], func))
+        tr = program.traces[msg - 1]
+        words = list(tr.operands) or [a, b]
+        names = list(tr.names or [])
+        values: dict[str, Any] = {}
+        for j, w in enumerate(words):
+            wt = t if w in (a, b) else None
+            name = names[j] if j < len(names) and names[j] else None
+            if name is None:
+                if operand_parts(w)[0] == MODE_G and self._is_literal(operand_parts(w)[1]):
+                    continue
+                name = describe_operand(program, func, w)
+            values[name] = self._value(w, wt, func)
+        return self._make(AssertionTrap, tr.message, pc, D, values)
 
     def _typed(self, op: Op, row: list[int]) -> list[tuple[int, NumType | None]]:
         types = op.operand_types

@@ -19,8 +19,9 @@ What is checked
 * every instruction: opcode in range, unused slots zero, every operand valid for its kind in the
   enclosing function (G/L/P/X/N modes, no write to a constant, to an N operand or to a
   parameter not declared written), the cell types the opcode expects where they can be
-  determined, k in 0..63, fn ids valid for the type, condition words valid, pc operands inside
-  the function, side table indices in range;
+  determined, k in 0..63, fn ids valid for the type, condition words valid (xorcmp's of its
+  sources' type), pc operands inside the function, side table indices in range, an assert's
+  msg 0 or 1 + a trace entry whose operands (cells, or arrays where `lengths` says) are valid;
 * control: jmp/join pairing both ways; after an unconditional jmp comes a join or an end, and
   (the same rule seen backward) before an unconditional join comes a jmp or a begin;
 * calls: arity, array arguments only for array parameters (G/L/P words with static extents
@@ -28,8 +29,8 @@ What is checked
   reference), argument types, no constant or unwritten parameter bound to a parameter the
   callee writes.
 
-The jmp/join operands of an ``always`` condition are never read: they must be 0 or valid
-words (their type is not checked).
+The jmp/join/assert operands of an ``always`` condition are never read: they must be 0 or
+valid words (their type is not checked).  xorcmp's are always checked (it reads them).
 """
 from __future__ import annotations
 
@@ -54,6 +55,7 @@ ROLES = (INPUT, OUTPUT, INOUT, GLOBAL)
 _OP = {op.name: op.code for op in OPS}
 _JMP, _JOIN, _BEGIN, _END = _OP["jmp"], _OP["join"], _OP["begin"], _OP["end"]
 _CALL, _UNCALL = _OP["call"], _OP["uncall"]
+_CONDITIONS = ("jmp", "join", "assert")     # their operands are unused by an `always`
 _PC_SLOT = 1 + OPS[_JMP].operands.index("pc")
 _CC_SLOT = 1 + OPS[_JMP].operands.index("cc")
 
@@ -475,6 +477,17 @@ class _Verifier:
             if not ok:
                 self.err(f"trace {i}: must be Trace(message: str, operands: list of int64 "
                          f"words)")
+            elif t.names is not None and not (isinstance(t.names, list) and
+                                               all(isinstance(n, str) for n in t.names)):
+                self.err(f"trace {i}: names must be None or a list of strings")
+                ok = False
+            elif t.lengths is not None and not (
+                    isinstance(t.lengths, list) and len(t.lengths) == len(t.operands)
+                    and all(n is None or (_is_int(n) and -1 <= int(n) <= MAX_CELLS)
+                            for n in t.lengths)):
+                self.err(f"trace {i}: lengths must be None or one None or array length "
+                         f"(-1..{MAX_CELLS}) per operand")
+                ok = False
             self.trvalid.append(ok)
 
     # ---- operands in context --------------------------------------------------------------
@@ -603,12 +616,15 @@ class _Verifier:
                 else:
                     always = (w & 15) == CMP_ALWAYS
                     cc_type = NumType(w >> 4)
+            if op.family == "xorcmp" and cc_type is not None and cc_type != op.types[1]:
+                self.err(f"{where}: operand 2 (cc): the condition compares {_tname(cc_type)} "
+                         f"values, the sources of {op.name} are {_tname(op.types[1])}")
             want = _WANT[opc]
             for k, kind in enumerate(kinds):
                 w = row[1 + k]
                 ow = f"{where}: operand {k + 1} ({kind})"
                 if kind in ("y", "a"):
-                    if always and kind == "a":
+                    if always and kind == "a" and op.family in _CONDITIONS:
                         if w == 0:
                             continue
                         problem, t = self.cell(fi, w, False)
@@ -649,10 +665,13 @@ class _Verifier:
                         self.err(f"{ow}: trace index {w} is out of range "
                                  f"({len(self._traces)} traces)")
                     elif self.trvalid[w]:
-                        for j, tw in enumerate(self._traces[w].operands):
-                            problem, _ = self.cell(fi, int(tw), False)
-                            if problem:
-                                self.err(f"{ow}: trace {w} operand {j}: {problem}")
+                        self.check_trace_operands(ow, fi, w)
+                elif kind == "msg":
+                    if not 0 <= w <= len(self._traces):
+                        self.err(f"{ow}: message {w} is not 0 (none) or a trace entry + 1 "
+                                 f"(1..{len(self._traces)})")
+                    elif w and self.trvalid[w - 1]:
+                        self.check_trace_operands(ow, fi, w - 1)
                 elif kind == "func":
                     if not 0 <= w < len(fs):
                         self.err(f"{ow}: function index {w} is out of range ({len(fs)})")
@@ -693,6 +712,20 @@ class _Verifier:
                          f"not {pc}")
         # every message above starts with "pc N": list them in code order
         self.problems[first:] = sorted(self.problems[first:], key=lambda s: int(s.split()[1]))
+
+    def check_trace_operands(self, ow: str, fi: int, k: int) -> None:
+        """The cells (or, where `lengths` says, arrays) a trace or an assert message reports."""
+        tr = self._traces[k]
+        lengths = tr.lengths or [None] * len(tr.operands)
+        for j, (tw, n) in enumerate(zip(tr.operands, lengths)):
+            if n is None:
+                problem, _ = self.cell(fi, int(tw), False)
+            elif not self._array_word_ok(f"{ow}: trace {k} operand {j}", int(tw), int(n)):
+                continue
+            else:
+                problem, _ = self.array(fi, int(tw), int(n), False)
+            if problem:
+                self.err(f"{ow}: trace {k} operand {j}: {problem}")
 
     def check_call(self, where, fi, k) -> None:
         if not 0 <= k < len(self._callsites):

@@ -1,20 +1,24 @@
 """Every differentiation rule of the instruction table against finite differences.
 
 For each data instruction that writes a float or fixed cell (and each function of addfn and
-addfn2), a one-statement program is differentiated at three points, run as it is and under
+addfn2), a one-instruction program is differentiated at three points, run as it is and under
 `uncall` (which executes the inverse instruction): the Jacobian from tangent mode and the one
 from adjoint mode must match central finite differences of the interpreter, and for float the
 Hessian from tangent-over-adjoint mode must match finite differences of the gradient.  A new
-instruction without a correct rule fails here.
+instruction without a correct rule fails here.  The programs are built from the table
+directly (tests/builder.py), so every opcode is exercised whatever the assembler emits.
 """
 import numpy as np
 import pytest
 
 import rvm
+from builder import ProgramBuilder
 from isa.derivatives import DIFFERENTIABLE, RULES
 from isa.functions import FN1, FN2
+from isa.program import INOUT
 from isa.table import OPS
-from isa.types import FIXED, FLOAT, INT, TYPE_NAMES
+from isa.types import FIXED, FLOAT, INT
+from rvm.values import encode
 
 DIFF_KINDS = ("update", "neg", "swap", "rot")
 
@@ -43,20 +47,24 @@ def test_every_differentiable_instruction_has_a_rule():
                 assert op.name in covered, op.name
 
 
-def program(op, fn, uncall: bool):
+def program(op, fn, uncall: bool, F: int = 32):
     """A program running `op` once (under uncall: its inverse) on cells c0, c1, ..."""
     types = op.operand_types
-    decls, names = [], []
+    pb = ProgramBuilder(F)
+    words, names = [], []
     for k, kind in enumerate(op.operands):
         if kind in ("y", "a"):
-            decls.append(f"inout c{k}: {TYPE_NAMES[types[k]]}")
+            words.append(pb.glob(f"c{k}", types[k], role=INOUT))
             names.append(f"c{k}")
         elif kind == "imm":
-            names.append("0.75")
-    stmt = op.syntax.format(*names, fn=fn.name if fn else "")
-    call = "uncall" if uncall else "call"
-    src = "\n".join(decls) + f"\nfunc f() {{\n    {stmt}\n}}\nfunc main() {{\n    {call} f()\n}}\n"
-    return rvm.assemble(src), [n for n, k in zip(names, op.operands) if k in ("y", "a")], types
+            words.append(encode(types[k], 0.75, F))
+        elif kind == "fn":
+            words.append(fn.id)
+        else:
+            raise AssertionError(f"{op.name}: operand kind {kind}")
+    pb.func("f").op(op.name, *words)
+    pb.func("main").call("f", uncall=uncall)
+    return pb.build(), names, types
 
 
 def point(op, fn, cells, types, rng):

@@ -80,8 +80,14 @@ def cell_types(op) -> list:
     return out
 
 
+def valid_fns(op) -> list[int]:
+    """The function ids the verifier accepts for the opcode's type."""
+    table = FN2 if op.family in ("addfn2", "subfn2") else FN1
+    return [f.id for f in table if op.type in f.types]
+
+
 def extras_strategy(op, F: int = F) -> st.SearchStrategy[list[int]]:
-    """Values of the non-cell operands (imm, k, fn)."""
+    """Values of the non-cell operands (imm, k, fn, cc)."""
     parts = []
     for kind, t in zip(op.operands, cell_types(op)):
         if kind == "imm":
@@ -89,8 +95,9 @@ def extras_strategy(op, F: int = F) -> st.SearchStrategy[list[int]]:
         elif kind == "k":
             parts.append(st.integers(0, 63))
         elif kind == "fn":
-            table = FN2 if op.family in ("addfn2", "subfn2") else FN1
-            parts.append(st.integers(0, len(table) - 1))
+            parts.append(st.sampled_from(valid_fns(op)))
+        elif kind == "cc":
+            parts.append(st.integers(0, 6).map(lambda cmp, t=t: cond_word(cmp, t)))
     return st.tuples(*parts).map(list)
 
 
@@ -190,8 +197,9 @@ def test_opcode_on_edge_words(op):
         if kind == "imm":
             extras_list = [e + [w] for e in extras_list for w in edges(t)[::3]]
         elif kind == "fn":
-            table = FN2 if op.family in ("addfn2", "subfn2") else FN1
-            extras_list = [e + [f.id] for e in extras_list for f in table]
+            extras_list = [e + [f] for e in extras_list for f in valid_fns(op)]
+        elif kind == "cc":
+            extras_list = [e + [cond_word(cmp, t)] for e in extras_list for cmp in range(7)]
         elif kind == "k":
             extras_list = [e + [k] for e in extras_list for k in (0, 1, 17, 63)]
     e0, e1 = edges(types[0]), edges(types[1]) if len(types) > 1 else [None]

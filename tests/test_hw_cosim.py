@@ -143,3 +143,61 @@ def test_traps_the_model_predicts_pass_through():
         cosimulate(rvm.assemble(src), {}, width=8)
     res = cosimulate(rvm.assemble(src), {"y": 0}, width=8)
     assert res.outputs == {"x": 0, "y": 3} and res.cost.stack_peak == 1
+
+
+def _expr_program(fn_names, mod: bool = False):
+    """Built by hand (tests/builder.py): the instructions added for expressions in a loop."""
+    from builder import ProgramBuilder
+    from isa.arith import fixed_from_real
+    from isa.functions import CMP_GE, CMP_LT, FN2_BY_NAME, cond_word
+    from isa.program import INOUT
+    from isa.types import FIXED, INT
+
+    pb = ProgramBuilder(8)
+    n = pb.glob("n", INT, role=INOUT, default=5)
+    i = pb.glob("i", INT, role=INOUT)
+    xs = pb.glob("xs", INT, 5, role=INOUT, default=[7, -3, 12, 0, -9])
+    acc = pb.glob("acc", INT, role=INOUT, default=1)
+    s = pb.glob("s", INT, role=INOUT, default=2)
+    t = pb.glob("t", INT, role=INOUT)
+    p = pb.glob("p", FIXED, role=INOUT, default=fixed_from_real(1.5, 8))
+    q = pb.glob("q", FIXED, role=INOUT, default=fixed_from_real(-0.25, 8))
+    r = pb.glob("r", FIXED, role=INOUT)
+    zero = pb.const("zero", INT, 0)
+    x = pb.x(xs, 5, i)
+    f = pb.func("main")
+    f.jmp("skip", to="out", cond=("==", INT, i, n))
+    f.join("top", came_from="back", cond=("!=", INT, i, zero))
+    for name in fn_names:
+        f.op("addfn2.i", acc, x, s, FN2_BY_NAME[name].id)
+        f.op("subfn2.i", t, s, acc, FN2_BY_NAME[name].id) if name != "shl" else None
+    f.op("xorcmp.ii", t, cond_word(CMP_LT, INT), x, s)
+    f.op("xorcmp.ix", t, cond_word(CMP_GE, FIXED), p, q)
+    f.op("addfn2.x", r, p, q, FN2_BY_NAME["max"].id)
+    if mod:
+        f.op("addfn2.i", acc, x, s, FN2_BY_NAME["mod"].id)
+    f.op("inc.i", i)
+    f.jmp("back", to="top", cond=("<", INT, i, n))
+    f.join("out", came_from="skip", cond=("==", INT, i, zero))
+    return pb.build()
+
+
+def test_expression_instructions_agree_at_every_step():
+    prog = _expr_program(["min", "max", "shl", "shr", "bitand", "bitor", "bitxor"])
+    res = cosimulate(prog, {}, width=32)
+    direct = rvm.run(prog, {}).outputs
+    # entry, jmp, 5 x (join, 13 functions, 2 xorcmp, min, inc, jmp), join, return
+    assert res.forward_steps == res.backward_steps == 2 + 5 * 19 + 2
+    assert {k: (v.tolist() if hasattr(v, "tolist") else v) for k, v in res.outputs.items()} == \
+        {k: (v.tolist() if hasattr(v, "tolist") else v) for k, v in direct.items()}
+    assert res.outputs["r"] == 5 * 1.5
+    by = res.cost.by_opcode
+    assert by["addfn2.i"].count == 35 and by["xorcmp.ii"].count == 5
+    assert by["addfn2.i"].gates["fredkin"] > 0 and res.cost.garbage_bits == 0
+
+
+def test_an_unrealized_function_is_named():
+    prog = _expr_program(["min"], mod=True)
+    with pytest.raises(NotRealized, match=r"cannot run pc \d+: addfn2.i acc, xs\[i\], s, mod "
+                                          r"\(no gate realization\)"):
+        cosimulate(prog, {}, width=16)

@@ -11,7 +11,8 @@ from collections import Counter
 import pytest
 
 from isa import gates
-from isa.functions import CMP_EQ, CMP_GE, CMP_GT, CMP_LE, CMP_LT, CMP_NE, cond_word
+from isa.functions import (CMP_EQ, CMP_GE, CMP_GT, CMP_LE, CMP_LT, CMP_NE, FN2_BY_NAME,
+                           cond_word)
 from isa.types import FIXED, INT
 from rvm.hw.build import circuit
 from rvm.hw.circuit import KIND_NAMES, Builder
@@ -157,3 +158,72 @@ def test_cost_summary_of_the_adder():
     assert r.uncompute_gates == 0           # CDKM's own uncompute half is part of the adder
     assert r.relabelling is False
     assert cost(circuit("swap.i", 16)).relabelling is True
+
+
+def less(n: int) -> tuple[int, int, int]:
+    """(NOT, CNOT, Toffoli) of f ^= (a < b): sign flips around the carry chain, out and back."""
+    return 2 * n, 4 * n - 3, 2 * n - 1
+
+
+@pytest.mark.parametrize("n", WIDTHS)
+def test_xorcmp_counts(n):
+    """y ^= (a CMP b) is the condition circuit with y's bit 0 as cond; always: one NOT."""
+    for t, name in ((INT, "xorcmp.ii"), (FIXED, "xorcmp.ix")):
+        for cmp in (CMP_LT, CMP_GT, CMP_LE, CMP_GE, CMP_EQ, CMP_NE):
+            cc = cond_word(cmp, t)
+            assert counts(circuit(name, n, cc=cc)) == counts(circuit("jmp", n, cc=cc))
+        assert counts(circuit(name, n, cc=cond_word(0, t))) == (1, 0, 0, 0, 0)
+
+
+@pytest.mark.parametrize("n", WIDTHS)
+def test_min_max_counts(n):
+    """f = (b < a) (max: a < b), n Fredkins swap a and b if f, y += a, the swap and the
+    comparator undone: two comparators, 2n Fredkin, one adder; ancillas f and the chain's."""
+    A, L = adder(n), less(n)
+    want = (2 * L[0] + A[0], 2 * L[1] + A[1], 2 * L[2] + A[2], 0, 2)
+    for name in ("addfn2.i", "subfn2.i", "addfn2.x", "subfn2.x"):
+        for fn in ("min", "max"):
+            c = circuit(name, n, fn=FN2_BY_NAME[fn].id)
+            assert counts(c) == want and fredkins(c) == 2 * n, (name, fn)
+
+
+@pytest.mark.parametrize("n", WIDTHS)
+def test_bitwise_counts(n):
+    """The value into n ancillas (a & b: n Toffoli; a ^ b: 2n CNOT; a | b both), added, and
+    uncomputed."""
+    A = adder(n)
+    per = {"bitand": (0, n), "bitxor": (2 * n, 0), "bitor": (2 * n, n)}
+    for fn, (cnot, toffoli) in per.items():
+        c = circuit("addfn2.i", n, fn=FN2_BY_NAME[fn].id)
+        assert counts(c) == (A[0], A[1] + 2 * cnot, A[2] + 2 * toffoli, 0, n + 1), fn
+
+
+def barrel(n: int) -> tuple[int, int]:
+    """(k stages, Fredkins of the stages) of the shifter: register W = n + 2**k - 1, each
+    stage's rotation by s = three reversals, floor(W/2) + floor(s/2) + floor((W-s)/2)."""
+    k = (n - 1).bit_length()
+    W = n + (1 << k) - 1
+    return k, sum(W // 2 + s // 2 + (W - s) // 2 for s in (1 << j for j in range(k)))
+
+
+@pytest.mark.parametrize("n", WIDTHS)
+def test_shifter_counts(n):
+    """Copy of a (n CNOT; shr: the sign into 2**k - 1 + n more wires), count bits above the
+    stages ORed into h (one MCX and a NOT), the stages' Fredkins, n Fredkins of saturation;
+    all of it computed and uncomputed around one adder."""
+    A = adder(n)
+    k, stages = barrel(n)
+    high = n - 1 - k                             # count bits between the stages and the sign
+    h = 1 if high else 0
+    for fn in ("shl", "shr"):
+        c = circuit("addfn2.i", n, fn=FN2_BY_NAME[fn].id)
+        copies = n + ((1 << k) - 1 + n if fn == "shr" else 0)
+        assert counts(c) == (A[0] + 2 * h, A[1] + 2 * copies, A[2], 2 * h,
+                             n + (1 << k) - 1 + n + h + 1), fn
+        assert fredkins(c) == 2 * (stages + (n if high else 0)), fn
+    # W is odd at even n: every stage is W - 1 Fredkins (k (n + 2**k - 2) in all)
+    assert barrel(8) == (3, 3 * 14) and barrel(64) == (6, 6 * 126)
+
+
+def fredkins(c) -> int:
+    return sum(1 for g in c.gates[:, 0] if KIND_NAMES[g] == "fredkin")

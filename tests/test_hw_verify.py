@@ -20,7 +20,56 @@ def test_the_realized_set():
         "add.i", "add.x", "sub.i", "sub.x", "addi.i", "addi.x", "subi.i", "subi.x", "inc.i",
         "dec.i", "addmul.i", "addmul.x", "submul.i", "submul.x", "xor.i", "xori.i",
         "xorand.i", "neg.i", "neg.x", "not.i", "rotl.i", "rotr.i", "swap.i", "swap.x",
-        "cvt.ix", "uncvt.ix", "cvt.xi", "uncvt.xi", "assert", "jmp", "join"]
+        "addfn2.x", "subfn2.x", "cvt.ix", "uncvt.ix", "cvt.xi", "uncvt.xi", "assert", "jmp",
+        "join", "addfn2.i", "subfn2.i", "xorcmp.ii", "xorcmp.ix"]
+
+
+def test_the_realized_functions():
+    """y += f(a, b): min and max on int and fixed cells, the bit functions and shifts on
+    int; mod (a divider) is not realized."""
+    from isa.functions import FN2
+    names = {op: [FN2[c["fn"]].name for c in default_cases(OP_BY_NAME[op], 8, 3)]
+             for op in ("addfn2.i", "subfn2.i", "addfn2.x", "subfn2.x")}
+    assert names["addfn2.i"] == names["subfn2.i"] == ["min", "max", "shl", "shr", "bitand",
+                                                      "bitor", "bitxor"]
+    assert names["addfn2.x"] == names["subfn2.x"] == ["min", "max"]
+    with pytest.raises(NotRealized, match="addfn2.i with mod has no gate realization"):
+        circuit("addfn2.i", 8, fn=5)
+    with pytest.raises(NotRealized, match="addfn2.x with bitand has no gate realization"):
+        circuit("addfn2.x", 8, fn=8)
+    with pytest.raises(NotRealized, match="xorcmp.if has no gate realization"):
+        circuit("xorcmp.if", 8, cc=0x33)
+
+
+@pytest.mark.parametrize("n", [4, 5, 6, 7])
+@pytest.mark.parametrize("name", ["addfn2.i", "subfn2.x", "xorcmp.ix"])
+def test_new_realizations_exhaustive_at_small_widths(name, n):
+    """Every width from 4 (shifters whose stage count is not a power of two's, n - 1 count
+    bits above the stages or none); shifts by a negative count trap in the interpreter and
+    are left out of the comparison, but the reversed circuit still gives them back."""
+    from isa.functions import FN2_BY_NAME
+    op = OP_BY_NAME[name]
+    for case in default_cases(op, n, n // 2):
+        r = verify(op, n, **case)
+        assert r.ok and r.exhaustive and r.inputs == 1 << (3 * n), r.message
+        shift = "fn" in case and case["fn"] in (FN2_BY_NAME["shl"].id, FN2_BY_NAME["shr"].id)
+        assert r.valid == (r.inputs // 2 if shift else r.inputs)
+
+
+def test_a_wrong_shifter_is_caught(monkeypatch):
+    """shl realized as shr: exhaustive verification names an input."""
+    from isa import gates
+    from isa.functions import FN2_BY_NAME
+    from rvm.hw import build
+
+    real = gates._shift
+    monkeypatch.setattr(gates, "_shift", lambda b, y, a, c, left: real(b, y, a, c, not left))
+    build._cached.cache_clear()
+    try:
+        r = verify("addfn2.i", 5, fn=FN2_BY_NAME["shl"].id)
+        assert not r.ok and r.message.startswith("addfn2.i forward: y = ")
+    finally:
+        build._cached.cache_clear()
 
 
 @pytest.mark.parametrize("name", REALIZED)

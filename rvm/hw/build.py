@@ -2,14 +2,14 @@
 
 Circuits are cached by everything that changes their gates: opcode, width, fraction bits
 (fixed products and conversions only), the immediate modulo 2**n or the rotation count, the
-condition word, and which source operands name the same cell.
+condition word, the function id, and which source operands name the same cell.
 """
 from __future__ import annotations
 
 from functools import lru_cache
 
 from isa import gates
-from isa.functions import CMP_ALWAYS, cond_parts
+from isa.functions import CMP_ALWAYS, FN2, cond_parts
 from isa.table import OP_BY_NAME, Op
 from isa.types import FIXED, INT
 
@@ -20,13 +20,28 @@ class NotRealized(ValueError):
     """An opcode (or condition type) without a gate realization."""
 
 
-def is_realized(op: Op, cc: int | None = None) -> bool:
+def is_realized(op: Op, cc: int | None = None, fn: int | None = None) -> bool:
+    """Whether `op` has a circuit (for a condition, with the condition word cc; for a family
+    with a function operand, for the function fn; None: for some condition or function)."""
     if op.family in gates.CONDITIONS:
         if cc is None:
             return True
         cmp, t = cond_parts(cc)
         return cmp == CMP_ALWAYS or t in (INT, FIXED)
-    return gates.realization(op) is not None
+    return gates.realization(op, fn) is not None
+
+
+def default_fn(op: Op) -> int:
+    """The function a fn family's circuit realizes when none is given: the first realized."""
+    found = gates.realization(op)
+    if found is None or found[0].fns is None:
+        return 0
+    return gates.realized_fns(found[0], op.types[0])[0]
+
+
+def fn_name(op: Op, fn: int) -> str:
+    """The circuit's name: the mnemonic, and for a fn family the function (`addfn2.i(min)`)."""
+    return f"{op.name}({FN2[fn].name})" if "fn" in op.operands else op.name
 
 
 def _uses_F(op: Op) -> bool:
@@ -34,11 +49,12 @@ def _uses_F(op: Op) -> bool:
 
 
 def circuit(op: Op | str, n: int, F: int = 0, imm: int = 0, cc: int = 0,
-            alias: tuple[int, ...] | None = None) -> Circuit:
+            alias: tuple[int, ...] | None = None, fn: int | None = None) -> Circuit:
     """The circuit of `op` at width n.  `imm` is the immediate raw word (addi, subi, xori) or
-    the bit count (rotl, rotr); `cc` the condition word of jmp/join/assert; `alias[i]` the
-    index of the first register operand naming the same cell as operand i (None: all
-    distinct).  An inverse family's circuit is its inverse's circuit reversed."""
+    the bit count (rotl, rotr); `cc` the condition word of jmp/join/assert/xorcmp; `fn` the
+    function id of addfn2/subfn2 (None: the first realized one); `alias[i]` the index of the
+    first register operand naming the same cell as operand i (None: all distinct).  An
+    inverse family's circuit is its inverse's circuit reversed."""
     if isinstance(op, str):
         op = OP_BY_NAME[op]
     if not _uses_F(op):
@@ -49,30 +65,38 @@ def circuit(op: Op | str, n: int, F: int = 0, imm: int = 0, cc: int = 0,
         imm &= (1 << n) - 1
     else:
         imm = 0
-    if op.family not in gates.CONDITIONS:
+    if "cc" not in op.operands:
         cc = 0
-    elif not is_realized(op, cc):
+    elif op.family in gates.CONDITIONS and not is_realized(op, cc):
         raise NotRealized(f"{op.name}: comparisons of {cond_parts(cc)[1].name_} cells are not "
                           f"realized (int and fixed only)")
+    if "fn" not in op.operands:
+        fn = 0
+    elif fn is None:
+        fn = default_fn(op)
     roles = gates.register_roles(op)
     if alias is None or all(alias[i] == i for i in range(len(alias))):
         alias = tuple(range(len(roles)))
-    return _cached(op.name, n, F, imm, cc, alias)
+    return _cached(op.name, n, F, imm, cc, alias, fn)
 
 
 @lru_cache(maxsize=512)
-def _cached(name: str, n: int, F: int, imm: int, cc: int, alias: tuple[int, ...]) -> Circuit:
+def _cached(name: str, n: int, F: int, imm: int, cc: int, alias: tuple[int, ...],
+            fn: int = 0) -> Circuit:
     op = OP_BY_NAME[name]
-    found = gates.realization(op)
+    has_fn = "fn" in op.operands
+    found = gates.realization(op, fn if has_fn else None)
     if found is None:
-        raise NotRealized(f"{op.name} has no gate realization (realized: int and fixed "
+        what = f"{op.name} with {FN2[fn].name}" if has_fn and 0 <= fn < len(FN2) else op.name
+        raise NotRealized(f"{what} has no gate realization (realized: int and fixed "
                           f"add/sub, immediates, inc/dec, addmul/submul, xor family, neg, "
-                          f"not, swap, rotations, int<->fixed conversions, comparisons)")
+                          f"not, swap, rotations, int<->fixed conversions, comparisons, "
+                          f"xorcmp, min/max, and/or/xor, shl/shr)")
     _, realized = found
     if realized is not op:
-        inv = _cached(realized.name, n, F, imm, cc, alias).inverse()
-        return Circuit(op.name, inv.gates, inv.controls, inv.n_wires, inv.inputs, inv.outputs,
-                       inv.sources, uncompute=inv.uncompute)
+        inv = _cached(realized.name, n, F, imm, cc, alias, fn).inverse()
+        return Circuit(fn_name(op, fn), inv.gates, inv.controls, inv.n_wires, inv.inputs,
+                       inv.outputs, inv.sources, uncompute=inv.uncompute)
     roles = gates.register_roles(op)
     b = Builder()
     regs: list[list[int]] = []
@@ -81,13 +105,13 @@ def _cached(name: str, n: int, F: int, imm: int, cc: int, alias: tuple[int, ...]
             regs.append(regs[alias[i]])
         else:
             regs.append(b.register(role, 1 if role == "cond" else n))
-    p = gates.params(op, n, F=F, imm=imm, cc=cc)
+    p = gates.params(op, n, F=F, imm=imm, cc=cc, fn=fn)
     relabel = gates.realize(b, op, regs, p)
     outputs = None
     if relabel is not None:
         outputs = {roles[i]: tuple(ws) for i, ws in enumerate(relabel) if alias[i] == i}
     sources = tuple(r for i, r in enumerate(roles) if alias[i] == i and r in ("a", "b"))
-    return b.build(op.name, outputs, sources)
+    return b.build(fn_name(op, fn), outputs, sources)
 
 
 def realized_opcodes() -> list[Op]:

@@ -27,7 +27,8 @@ verbs:
   export OPCODE    write a realization as a RevLib .real file
   real FILE        import a .real file: simulate it, print or check its truth table
 
-conditions (jmp, join, assert) take --cond '<' (==, !=, <, <=, >, >=) and --cond-type.
+conditions (jmp, join, assert, xorcmp) take --cond '<' (==, !=, <, <=, >, >=) and
+--cond-type; y += f(a, b) (addfn2, subfn2) takes --fn NAME (default: every realized one).
 
 exit status: 0 success, 1 program or file error, 2 usage error, 3 a check failed (the
 circuits and the interpreter disagree, a value overflowed the width, a run trapped, a
@@ -113,6 +114,8 @@ def _params(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cond", default="<", help="comparison of jmp/join/assert (default <)")
     p.add_argument("--cond-type", default="int", choices=("int", "fixed"),
                    help="cell type compared (default int)")
+    p.add_argument("--fn", default=None, metavar="NAME",
+                   help="function of addfn2/subfn2: min, max, bitand, bitor, bitxor, shl, shr")
 
 
 class _Usage(Exception):
@@ -158,6 +161,38 @@ def _cc(a: argparse.Namespace) -> int:
     return cond_word(CMP_BY_SYMBOL[a.cond], TYPE_BY_NAME[a.cond_type])
 
 
+def _fns(a: argparse.Namespace, name: str) -> list[int | None]:
+    """The function ids to cost or export for an opcode: --fn, else every realized one (a
+    single None for an opcode without a function operand)."""
+    from isa import gates
+    from isa.functions import FN2_BY_NAME
+    from isa.table import OP_BY_NAME
+
+    op = OP_BY_NAME[name]
+    if "fn" not in op.operands:
+        return [None]
+    found = gates.realization(op)
+    ids = gates.realized_fns(found[0], op.types[0]) if found else []
+    if getattr(a, "fn", None) is None:
+        return list(ids) or [None]
+    f = FN2_BY_NAME.get(a.fn)
+    if f is None:
+        raise _Usage(f"--fn: one of {', '.join(FN2_BY_NAME)}, not {a.fn!r}")
+    return [f.id]
+
+
+def _cc_of(a: argparse.Namespace, name: str) -> int:
+    """--cond for an opcode: xorcmp compares its sources' type whatever --cond-type says."""
+    from isa.functions import CMP_BY_SYMBOL, cond_word
+    from isa.table import OP_BY_NAME
+
+    op = OP_BY_NAME[name]
+    if op.family == "xorcmp":
+        _cc(a)
+        return cond_word(CMP_BY_SYMBOL[a.cond], op.types[1])
+    return _cc(a)
+
+
 def _imm(a: argparse.Namespace) -> int:
     try:
         return int(a.imm, 0)
@@ -187,9 +222,11 @@ def cmd_cost(a: argparse.Namespace) -> int:
     widths = _widths(a.width)
     costs = []
     for name in _opcodes(a.opcodes):
-        for n in widths:
-            F = a.F if a.F is not None else n // 2
-            costs.append(instruction_cost(name, n, F=F, imm=_imm(a), cc=_cc(a)))
+        for fn in _fns(a, name):
+            for n in widths:
+                F = a.F if a.F is not None else n // 2
+                costs.append(instruction_cost(name, n, F=F, imm=_imm(a), cc=_cc_of(a, name),
+                                              fn=fn))
     if a.json:
         print(json.dumps([c.to_json(a.temperature) for c in costs], indent=1))
     else:
@@ -312,7 +349,7 @@ def cmd_export(a: argparse.Namespace) -> int:
     n = _widths(a.width, "8")[0]
     (name,) = _opcodes([a.opcode])
     F = a.F if a.F is not None else n // 2
-    c = circuit(name, n, F=F, imm=_imm(a), cc=_cc(a))
+    c = circuit(name, n, F=F, imm=_imm(a), cc=_cc_of(a, name), fn=_fns(a, name)[0])
     text = export_real(c, f"width {n}")
     if a.output == "-":
         sys.stdout.write(text)

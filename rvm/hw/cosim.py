@@ -88,10 +88,13 @@ def unrealized(program, width: int) -> list[str]:
         reason = None
         if op.family in ZERO_GATE:
             continue
+        fn = int(row[1 + op.operands.index("fn")]) if "fn" in op.operands else None
         if op.family in gates.CONDITIONS:
             if not is_realized(op, int(row[1])):
                 reason = f"comparison of {cond_parts(int(row[1]))[1].name_} cells"
-        elif not is_realized(op):
+        elif op.family == "xorcmp" and not is_realized(op):
+            reason = f"comparison of {op.types[1].name_} cells"
+        elif not is_realized(op, fn=fn):
             reason = "no gate realization"
         elif op.family in ("rotl", "rotr") and width < 64:
             reason = "rotations turn all 64 bits: co-simulate at --width 64"
@@ -346,12 +349,14 @@ class Cosim:
         addrs, vals = self._operands(ran, row)
         if not addrs:
             return None
-        imm = cc = 0
+        imm = cc = fn = 0
         for s, kind in enumerate(ran.operands, start=1):
             if kind in ("imm", "k"):
                 imm = int(row[s])
             elif kind == "cc":
                 cc = int(row[s])
+            elif kind == "fn":
+                fn = int(row[s])
         cond_fam = fam in gates.CONDITIONS
         if cond_fam and cond_parts(cc)[0] == CMP_ALWAYS:
             return ("cond", 1)
@@ -367,7 +372,7 @@ class Cosim:
         alias = tuple(next(j for j in range(i + 1) if addrs[i] is not None
                            and addrs[j] == addrs[i]) if addrs[i] is not None else i
                       for i in range(len(roles)))
-        c = circuit(ran, self.n, F=self.F, imm=imm, cc=cc, alias=alias)
+        c = circuit(ran, self.n, F=self.F, imm=imm, cc=cc, alias=alias, fn=fn)
         plan = self._plan(c)
         inputs = {roles[i]: vals[i] & self.mask for i in range(len(roles)) if alias[i] == i}
         outs = self._run(plan, inputs, ctx)

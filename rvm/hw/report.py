@@ -85,8 +85,10 @@ def cost(c: Circuit, width: int | None = None, construction: str = "") -> Cost:
                 not c.garbage, relabel, len(c.garbage), construction, c.uncompute)
 
 
-def instruction_cost(opname: str, n: int, F: int = 0, imm: int = 0, cc: int = 0) -> Cost:
-    """The cost of one opcode at width n, with the construction it uses (isa/gates.py)."""
+def instruction_cost(opname: str, n: int, F: int = 0, imm: int = 0, cc: int = 0,
+                     fn: int | None = None) -> Cost:
+    """The cost of one opcode at width n (fn: the function of addfn2/subfn2, None: the first
+    realized one), with the construction it uses (isa/gates.py)."""
     from isa import gates
     from isa.table import OP_BY_NAME
 
@@ -94,12 +96,16 @@ def instruction_cost(opname: str, n: int, F: int = 0, imm: int = 0, cc: int = 0)
 
     op = OP_BY_NAME[opname]
     found = gates.realization(op)
+    c = circuit(op, n, F=F, imm=imm, cc=cc, fn=fn)
     text = ""
     if found is not None:
         text = found[0].construction
+        per_fn = found[0].fn_constructions or {}
+        if "fn" in op.operands and c.name.endswith(")"):
+            text = per_fn.get(c.name[c.name.index("(") + 1:-1], text)
         if found[1] is not op:
             text = f"{found[1].name} reversed: {text}"
-    return cost(circuit(op, n, F=F, imm=imm, cc=cc), n, text)
+    return cost(c, n, text)
 
 
 # ---- programs -----------------------------------------------------------------------------

@@ -16,6 +16,10 @@ For an update y OP= f(sources) (and a condition cond ^= c(a, b)) an exhaustive r
 calls execute once per source value with y = 0 and combines y by the group law of the update
 (`target OP= f(sources)`, docs/machine.md), which a random sample of full calls confirms: so
 y += a*b at 8 bits needs 2**16 reference calls for its 2**24 inputs.
+
+Inputs on which the reference traps (a shift by a negative count) are never run by the machine
+(it traps first): they are left out of the comparison, but the reversed circuit must still
+give them back.
 """
 from __future__ import annotations
 
@@ -29,14 +33,15 @@ from isa.arith import ArithTrap, compare, execute
 from isa.gates import CONDITIONS, register_roles
 from isa.table import OP_BY_NAME, OPS, Op
 
-from .build import circuit
+from .build import circuit, default_fn
 from .sim import CircuitError, check_clean, load, read
 from .sim import run as sim_run
 
 # y OP= f(sources): the law that combines y with f (the sign of sub-families is in f)
 GROUP_LAW = {"add": "+", "sub": "+", "addi": "+", "subi": "+", "inc": "+", "dec": "+",
              "addmul": "+", "submul": "+", "cvt": "+", "uncvt": "+", "neg": None,
-             "xor": "^", "xori": "^", "xorand": "^"}
+             "xor": "^", "xori": "^", "xorand": "^", "addfn2": "+", "subfn2": "+",
+             "xorcmp": "^"}
 CHUNK = 1 << 20
 
 
@@ -65,13 +70,15 @@ class Result:
     ok: bool
     message: str = ""
     seconds: float = 0.0
+    fn: int = 0
+    valid: int = 0                  # inputs the reference defines (the others trap)
 
 
 class Reference:
     """isa/arith.py's semantics of one opcode at width n, on register values."""
 
-    def __init__(self, op: Op, n: int, F: int, imm: int = 0, cc: int = 0):
-        self.op, self.n, self.F, self.imm, self.cc = op, n, F, imm, cc
+    def __init__(self, op: Op, n: int, F: int, imm: int = 0, cc: int = 0, fn: int = 0):
+        self.op, self.n, self.F, self.imm, self.cc, self.fn = op, n, F, imm, cc, fn
         self.roles = register_roles(op)
         self.mask = (1 << n) - 1
         if op.family in ("rotl", "rotr") and 64 % n:
@@ -94,7 +101,7 @@ class Reference:
             if kind in ("y", "a"):
                 words.append(sext(vals[next(regs)], n))
             else:
-                words.append(self.imm)
+                words.append(self.extra(kind))
         out = execute(op, words, self.F)
         res, regs = {}, iter(self.roles)
         for kind, w in zip(op.operands, out):
@@ -102,10 +109,15 @@ class Reference:
                 res[next(regs)] = w & self.mask
         return res
 
+    def extra(self, kind: str) -> int:
+        """The value of a non-register operand (immediate or count, condition, function)."""
+        return self.cc if kind == "cc" else self.fn if kind == "fn" else self.imm
+
     def many(self, values: dict[str, np.ndarray], table: dict | None = None
-             ) -> dict[str, np.ndarray]:
-        """Expected outputs for arrays of inputs; `table` (from `source_table`) turns an
-        update y OP= f(sources) or a condition into a lookup of f and the group law."""
+             ) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        """Expected outputs for arrays of inputs, and which inputs the reference defines (it
+        traps on the others); `table` (from `source_table`) turns an update y OP= f(sources)
+        or a condition into a lookup of f and the group law."""
         if table is not None:
             key = np.zeros(len(values[table["target"]]), dtype=np.uint64)
             for s in table["sources"]:
@@ -117,14 +129,19 @@ class Reference:
                 out[t] = values[t] ^ d
             else:
                 out[t] = (values[t] + d) & np.uint64(self.mask)
-            return out
+            return out, table["valid"][key]
         count = len(next(iter(values.values())))
         out = {k: np.empty(count, dtype=np.uint64) for k in values}
+        valid = np.ones(count, dtype=bool)
         for i in range(count):
-            r = self.one({k: int(v[i]) for k, v in values.items()})
+            try:
+                r = self.one({k: int(v[i]) for k, v in values.items()})
+            except ArithTrap:
+                valid[i] = False
+                r = {}
             for k in values:
                 out[k][i] = r.get(k, int(values[k][i]))
-        return out
+        return out, valid
 
     def source_table(self, rng: np.random.Generator) -> dict | None:
         """For an update y OP= f(sources) (or a condition, cond ^= c(a, b)) whose sources have
@@ -141,32 +158,39 @@ class Reference:
             return None
         size = 1 << (n * len(sources))
         d = np.empty(size, dtype=np.uint64)
+        valid = np.ones(size, dtype=bool)
         if fam in CONDITIONS:
             d = _condition_table(self.cc, n)
         else:
             # execute on the words directly: y = 0, the sources sign-extended, immediates
             slots = [i for i, kind in enumerate(self.op.operands) if kind == "a"]
-            words = [0 if kind in ("y", "a") else self.imm for kind in self.op.operands]
+            words = [0 if kind in ("y", "a") else self.extra(kind) for kind in self.op.operands]
             m, op, F = self.mask, self.op, self.F
             ext = [sext(v, n) for v in range(1 << n)]
             for k in range(size):
                 for j, i in enumerate(reversed(slots)):
                     words[i] = ext[(k >> (n * j)) & m]
-                d[k] = execute(op, words, F)[0] & m
+                try:
+                    d[k] = execute(op, words, F)[0] & m
+                except ArithTrap:
+                    d[k] = 0
+                    valid[k] = False
         tmask = 1 if target == "cond" else self.mask
         for _ in range(256):            # the group law, on full calls
             vals = {s: int(rng.integers(0, 1 << n)) for s in sources}
             y = int(rng.integers(0, tmask + 1))
-            got = self.one({**vals, target: y})[target]
             k = 0
             for s in sources:
                 k = (k << n) | vals[s]
+            if not valid[k]:
+                continue
+            got = self.one({**vals, target: y})[target]
             f = int(d[k])
             want = (y + f) & self.mask if law == "+" else y ^ f
             if got != want:
                 raise AssertionError(f"{self.op.name}: the group law fails at {target}={y} "
                                      f"{vals}")
-        return {"d": d, "law": law, "target": target, "sources": sources}
+        return {"d": d, "valid": valid, "law": law, "target": target, "sources": sources}
 
 
 @lru_cache(maxsize=64)
@@ -212,21 +236,25 @@ def _inputs_random(bits: dict[str, int], count: int, rng: np.random.Generator
 
 
 def verify(op: Op | str, n: int, F: int = 0, imm: int = 0, cc: int = 0,
-           exhaustive: bool | None = None, samples: int = 4096, seed: int = 0) -> Result:
-    """Check the circuit of `op` at width n against isa/arith.py in both directions."""
+           exhaustive: bool | None = None, samples: int = 4096, seed: int = 0,
+           fn: int | None = None) -> Result:
+    """Check the circuit of `op` at width n against isa/arith.py in both directions (fn: the
+    function of addfn2/subfn2, None: the first realized one)."""
     if isinstance(op, str):
         op = OP_BY_NAME[op]
+    if fn is None:
+        fn = default_fn(op) if "fn" in op.operands else 0
     t0 = time.perf_counter()
     bits = _widths(op, n)
     total = sum(bits.values())
     if exhaustive is None:
         exhaustive = total <= 24
-    result = Result(op.name, n, F, imm, cc, 0, exhaustive, True)
+    result = Result(op.name, n, F, imm, cc, 0, exhaustive, True, fn=fn)
     rng = np.random.default_rng(seed)
     try:
-        c = circuit(op, n, F=F, imm=imm, cc=cc)
+        c = circuit(op, n, F=F, imm=imm, cc=cc, fn=fn)
         inv = c.inverse()
-        ref = Reference(op, n, F, imm, cc)
+        ref = Reference(op, n, F, imm, cc, fn)
         table = ref.source_table(rng) if exhaustive else None
         if exhaustive:
             chunks = [(s, min(CHUNK, (1 << total) - s)) for s in range(0, 1 << total, CHUNK)]
@@ -235,9 +263,11 @@ def verify(op: Op | str, n: int, F: int = 0, imm: int = 0, cc: int = 0,
         for start, count in chunks:
             vals = (_inputs_exhaustive(bits, start, count) if exhaustive
                     else _inputs_random(bits, count, rng))
-            want = ref.many(vals, table)
-            _run_both_ways(op, c, inv, bits, vals, want, start if exhaustive else None, count)
+            want, valid = ref.many(vals, table)
+            _run_both_ways(op, c, inv, bits, vals, want, start if exhaustive else None, count,
+                           valid)
             result.inputs += count
+            result.valid += int(valid.sum())
     except (CircuitError, AssertionError, ArithTrap, ValueError) as e:
         result.ok, result.message = False, str(e)
     result.seconds = time.perf_counter() - t0
@@ -269,7 +299,8 @@ def _exhaustive_state(c, bits: dict[str, int], start: int, count: int) -> np.nda
     return state
 
 
-def _run_both_ways(op: Op, c, inv, bits, vals, want, start: int | None, count: int) -> None:
+def _run_both_ways(op: Op, c, inv, bits, vals, want, start: int | None, count: int,
+                   valid: np.ndarray) -> None:
     """Forward on the inputs (checked against `want`, ancillas and sources), then the reversed
     gate list on the outputs in place: the state must be the input state again."""
     state = (_exhaustive_state(c, bits, start, count) if start is not None
@@ -287,7 +318,7 @@ def _run_both_ways(op: Op, c, inv, bits, vals, want, start: int | None, count: i
                                f"{int(got[i])}")
     got = {name: read(state, ws, count) for name, ws in c.outputs.items()
            if name not in c.sources}
-    _compare(op, "forward", vals, got, {k: v for k, v in want.items() if k in got})
+    _compare(op, "forward", vals, got, {k: v for k, v in want.items() if k in got}, valid)
     sim_run(inv, state)
     check_clean(inv, state, count)
     diff = state != init
@@ -300,9 +331,9 @@ def _run_both_ways(op: Op, c, inv, bits, vals, want, start: int | None, count: i
                              f"{c.wire_name(w)} does not come back for {inputs}")
 
 
-def _compare(op: Op, way: str, vals, got, want) -> None:
+def _compare(op: Op, way: str, vals, got, want, valid: np.ndarray) -> None:
     for k in want:
-        bad = np.flatnonzero(got[k] != want[k])
+        bad = np.flatnonzero((got[k] != want[k]) & valid)
         if len(bad):
             i = int(bad[0])
             inputs = ", ".join(f"{r}={int(v[i])}" for r, v in vals.items())
@@ -313,13 +344,21 @@ def _compare(op: Op, way: str, vals, got, want) -> None:
 def default_cases(op: Op, n: int, F: int) -> list[dict]:
     """The parameter sets `rvm hw verify` tries for an opcode: every immediate (or a sample
     at large widths), every rotation count, every comparison of int and fixed cells."""
-    from isa.functions import CMP_EQ, CMP_GE, CMP_GT, CMP_LE, CMP_LT, CMP_NE, cond_word
+    from isa.functions import (CMP_ALWAYS, CMP_EQ, CMP_GE, CMP_GT, CMP_LE, CMP_LT, CMP_NE,
+                               cond_word)
+    from isa.gates import realization, realized_fns
     from isa.types import FIXED, INT
 
     fam = op.family
     if fam in CONDITIONS:
         return [dict(cc=cond_word(c, t)) for t in (INT, FIXED)
                 for c in (CMP_EQ, CMP_NE, CMP_LT, CMP_LE, CMP_GT, CMP_GE)]
+    if fam == "xorcmp":
+        return [dict(cc=cond_word(c, op.types[1]))
+                for c in (CMP_ALWAYS, CMP_EQ, CMP_NE, CMP_LT, CMP_LE, CMP_GT, CMP_GE)]
+    if "fn" in op.operands:
+        found = realization(op)
+        return [dict(fn=f) for f in realized_fns(found[0], op.types[0])] if found else []
     if fam in ("rotl", "rotr"):
         return [dict(imm=k) for k in range(64)]
     if fam in ("addi", "subi", "xori"):
