@@ -17,7 +17,7 @@ from isa.derivatives import DIFFERENTIABLE, RULES
 from isa.functions import FN1, FN2
 from isa.program import INOUT
 from isa.table import OPS
-from isa.types import FIXED, FLOAT, INT
+from isa.types import FLOAT, INT
 from rvm.values import encode
 
 DIFF_KINDS = ("update", "neg", "swap", "rot")

@@ -29,7 +29,6 @@ from test_core_ops import check_op, words
 from test_kernels import trajectory
 
 F = 32
-ONE = 1 << F
 
 
 def fx(x: float) -> int:
