@@ -45,7 +45,7 @@ def test_bennett_k4_four_levels_on_the_machine():
     assert (r.moves, r.forward, r.backward) == (2401, 1201, 1200)
     assert (r.peak_checkpoints, r.peak_states) == (13, 14)
     assert r.clean and r.matches_direct and r.checked == "machine"
-    assert r.instructions == 2401 * 231
+    assert r.instructions == 2401 * 226
     assert r.peak_cells == 14 * 16 + run.work_cells and r.peak_bits == 64 * r.peak_cells
     assert r.knill_at_peak == S.knill(256, 13).moves and r.gap > 1
 

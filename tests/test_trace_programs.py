@@ -63,7 +63,7 @@ def test_diffusion_step_is_bit_exact():
         nxt, instructions = sp.forward(s)
         assert list(nxt) == diffusion_reference([int(w) for w in s])
         s = nxt
-    assert instructions == 231
+    assert instructions == 226
 
 
 def test_diffusion_conserves_heat_until_it_reaches_the_walls():

@@ -5,7 +5,7 @@ a_k = -a_{k-1} h^2 / (k (k+nu)),  J = a_0 + ... + a_K,  with the same number of 
 rvm runs programs/besselj_rec.rasm, which computes the coefficients h^2 / (k (k+nu)) and the
 terms into frame arrays inside a `with` block, sums them into out and uncomputes them (clean,
 505 instructions per forward run at 18 terms; programs/besselj.rasm, the NiLang paper's form
-with pow and carried factorials per term, runs 1727).  The hand-written peers (C, Python)
+with pow and carried factorials per term, runs 1463).  The hand-written peers (C, Python)
 differentiate by a reverse sweep of the recurrence; their second derivative is the termwise
 closed form a_k'' = a_k (2k+nu)(2k+nu-1)/z^2.  Exact values (mpmath) check the reference.
 """
