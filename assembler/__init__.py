@@ -1,26 +1,29 @@
-"""The rvm assembler: `.rasm` text -> `rvm.program.Program`, and back.
+"""The rvm assembler: `.rasm` text (and Janus source) -> `isa.program.Program`, and back.
 
     from assembler import assemble, assemble_file, disassemble, AssemblyError, Diagnostic
     prog = assemble(text, filename="<string>", include_paths=())
+    prog = assemble_janus(janus_text, "prog.ja")
     text = disassemble(prog)          # assembles back to the same bytecode
 
 The language is described in docs/rasm.md.  All errors of a source are reported at once in an
 `AssemblyError` whose `diagnostics` are `Diagnostic` records (file, line, col, code, message).
-Modules: lexer -> parser (nodes) -> includes -> declarations -> codegen (operands, calls,
-unit) -> driver; shapes.py derives the statement forms from isa/table.py; disasm.py goes back.
+Modules: lexer -> parser (nodes; fastpath for simple lines) -> includes -> declarations ->
+codegen (lower and exprs for expressions; operands, calls, unit) -> driver; janus.py is the
+Janus front end; shapes.py derives the statement forms from isa/table.py; disasm.py goes back.
 """
 from __future__ import annotations
 
 import os
 from collections.abc import Sequence
 
-from rvm.program import Program
+from isa.program import Program
 
 from .diagnostics import AssemblyError, Diagnostic
 from .disasm import disassemble as _disassemble
 from .driver import assemble_text
 
-__all__ = ["assemble", "assemble_file", "disassemble", "AssemblyError", "Diagnostic"]
+__all__ = ["assemble", "assemble_file", "assemble_janus", "disassemble", "AssemblyError",
+           "Diagnostic"]
 
 
 def assemble(text: str, filename: str = "<string>", include_paths: Sequence[str] = ()) -> Program:
@@ -34,6 +37,14 @@ def assemble_file(path: str | os.PathLike, include_paths: Sequence[str] = ()) ->
     with open(path, encoding="utf-8") as fh:
         text = fh.read()
     return assemble(text, path, include_paths)
+
+
+def assemble_janus(text: str, filename: str = "<janus>", modular: bool = False,
+                   stack_capacity: int | None = None) -> Program:
+    """Compile a Janus program (the jana dialect, docs/rasm.md "The Janus front end");
+    `modular` is jana's -m.  Raises AssemblyError."""
+    from .janus import STACK_CAPACITY, assemble_janus as _janus
+    return _janus(text, filename, modular, stack_capacity or STACK_CAPACITY)
 
 
 def disassemble(prog: Program) -> str:

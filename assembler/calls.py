@@ -30,6 +30,8 @@ class CallRecord:
     args: list[Ref]
     pos: Pos
     guards: list[Guard] = field(default_factory=list)
+    by_value: list[bool] = field(default_factory=list)   # an expression argument (a temporary)
+    reads: list[list[Ref]] = field(default_factory=list)  # cells its index/value expression reads
 
 
 def written_params(order: list[FuncSig], direct: dict[int, set[int]],
@@ -54,6 +56,11 @@ def check_calls(calls: list[CallRecord], written: dict[int, set[int]], rep: Repo
         w = written[c.callee.index]
         params = c.callee.params
         for j, arg in enumerate(c.args):
+            if j in w and j < len(c.by_value) and c.by_value[j]:
+                rep.error(arg.pos, "E008", f"an expression is passed to parameter "
+                                           f"`{params[j].name}`, which `{c.callee.name}` writes: "
+                                           f"pass a cell")
+                continue
             if j in w and arg.const:
                 rep.error(arg.pos, "E008", f"constant `{arg.text}` is passed to parameter "
                                            f"`{params[j].name}`, which `{c.callee.name}` writes")
@@ -67,7 +74,8 @@ def check_calls(calls: list[CallRecord], written: dict[int, set[int]], rep: Repo
                         break
             if j in w:
                 for i, other in enumerate(c.args):
-                    if any(overlaps(arg, ix) for ix in index_refs(other)):
+                    extra = c.reads[i] if i < len(c.reads) else []
+                    if any(overlaps(arg, ix) for ix in index_refs(other) + extra):
                         rep.error(arg.pos, "E005", f"`{arg.text}` is the index of argument "
                                                    f"`{other.text}`, and `{c.callee.name}` writes "
                                                    f"`{params[j].name}`")

@@ -1,41 +1,76 @@
 """Pass 2: function bodies -> instructions.
 
-One `FunctionCompiler` per function emits `begin`, the body and `end` into the unit.  An
-instruction statement picks its opcode from the shapes it matched (isa/table.py through
-shapes.py) and the types of its operands; structured sugar expands into forks and joins
-(docs/rasm.md, "How sugar expands"); raw `jmp`/`join` labels are resolved at the end of the
-function and their pairing is checked.  Each statement that fails reports one diagnostic and
-emits nothing; compilation goes on with the next statement.
+One `FunctionCompiler` per function emits `begin`, the body and `end` into the unit.  It is
+driven statement by statement (`stmt`, and for structured sugar `if_begin`/`if_else`/`if_end`,
+`from_begin`/`from_end`, `for_begin`/`for_end`, `with_begin`/`with_do`/`with_end`), so the
+.rasm parser can compile a body while it reads it and the Janus front end can walk its own
+tree; `block` compiles a list of statements.
+
+An instruction statement picks its opcode from the shapes it matched (isa/table.py through
+shapes.py) and the types of its operands; an update `y OP= e` and every operand that is an
+expression compile by compute-use-uncompute (lower.py); structured sugar expands into forks
+and joins (docs/rasm.md, "How sugar expands"), with a condition's computation uncomputed on
+every edge; raw `jmp`/`join` labels are resolved at the end of the function and their pairing
+is checked.  Each statement that fails reports one diagnostic; compilation goes on with the
+next statement.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from isa.functions import CMP_ALWAYS, CMP_EQ, CMP_LE, CMP_LT, CMP_NE, FN1, FN2, cond_parts, cond_word
+from isa.functions import CMP_ALWAYS, CMP_EQ, CMP_GE, CMP_LE, CMP_LT, CMP_NE, cond_parts, cond_word
 from isa.table import OP_BY_NAME, ROW_WIDTH, Op, op_for
-from isa.types import INT
-from rvm.program import MODE_L, Arg, CallSite, Function, Local, Param, Trace, operand
+from isa.types import INT, LNS, NumType
+from isa.program import MODE_L, MODE_N, MODE_P, MODE_X, Arg, CallSite, Function, Local, Param, Trace, operand
 
 from .calls import CallRecord, Guard
 from .declarations import Declarations
 from .diagnostics import Fail, Pos, Reporter
+from .exprs import BOOL, names_read, text
 from .invert import invert_rows
-from .nodes import (Delocal, For, From, If, Instr, Label, Len, Literal, LocalDecl, Match,
-                    Name, Recovered, With)
+from .lower import ALWAYS, ExprCompiler, Test
+from .literals import Lit
+from .nodes import (Call, Delocal, For, From, If, Index, Instr, Label, Len, Literal, LocalDecl,
+                    Match, Name, Recovered, Show, StackOp, Swap, Update, With)
 from .operands import Resolver, describe
 from .parser import MAX_LENGTH
-from .shapes import fn_table
 from .symbols import CellSym, FuncSig, Ref, index_refs, overlaps
 from .unit import JMP, JOIN, PC_SLOT, Unit
 
 BEGIN, END = OP_BY_NAME["begin"], OP_BY_NAME["end"]
 ALLOC, FREE = OP_BY_NAME["alloc"], OP_BY_NAME["free"]
 ASSERT, TRACE = OP_BY_NAME["assert"], OP_BY_NAME["trace"]
-INC_I = op_for("inc", INT)
+INC_I, DEC_I = op_for("inc", INT), op_for("dec", INT)
 ADD_I, SUB_I, ADDI_I, SUBI_I = (op_for(f, INT) for f in ("add", "sub", "addi", "subi"))
 MAX_CODE = 1 << 20            # instructions in one program (nested `with` blocks double code)
+
+
+class Scope(dict):
+    """The names in scope (parameters and live locals), with a version that changes whenever
+    they do (the fast path caches what names resolve to)."""
+    version = 0
+
+    def __setitem__(self, key, value) -> None:
+        self.version += 1
+        super().__setitem__(key, value)
+
+    def __delitem__(self, key) -> None:
+        self.version += 1
+        super().__delitem__(key)
+
+    def pop(self, *args):
+        self.version += 1
+        return super().pop(*args)
+
+
+class CodeLimit(Exception):
+    """The program reached MAX_CODE instructions: compiling more is pointless."""
+
+    def __init__(self, pos: Pos):
+        super().__init__("code limit")
+        self.pos = pos
 
 
 @dataclass
@@ -47,20 +82,48 @@ class Fixup:
     done: bool = False
 
 
+@dataclass
+class Cond:
+    """A condition computed at a fork or join: its test and the code that computed it."""
+    test: Test
+    lo: int                   # the code that computed it: rows [lo, hi)
+    hi: int
+    mark: int                 # temporaries taken from here on hold it
+    pos: Pos
+    temps: int = 0            # temporaries it holds at once
+    copies: int = 1           # runs of its code emitted (computes and uncomputes)
+
+    @property
+    def code(self) -> bool:
+        return self.hi > self.lo
+
+
+@dataclass
+class Handle:
+    """An open structured statement (if/from/for/with) of the streaming interface."""
+    kind: str
+    n: int
+    pos: Pos
+    data: dict = field(default_factory=dict)
+
+
 def _generic(m: Match) -> str:
-    """The statement form with placeholder operands, e.g. `y += a * b`."""
-    fn = m.fn.name if m.fn else "f"
-    return m.shape.syntax.format("y", "a", "b", fn=fn)
+    """The statement form with placeholder operands, e.g. `rot x, y, t`."""
+    return m.shape.syntax.format("y", "a", "b", fn="f", cond="a < b", msg="", label="L",
+                                 call="f(...)", trace='"..."')
 
 
-class FunctionCompiler:
+class FunctionCompiler(ExprCompiler):
+    JMP, JOIN = JMP, JOIN
+
     def __init__(self, unit: Unit, decls: Declarations, sig: FuncSig, rep: Reporter,
                  calls: list[CallRecord], direct_writes: dict[int, set[int]]):
         self.unit, self.decls, self.sig, self.rep = unit, decls, sig, rep
         self.calls = calls
         self.written = direct_writes.setdefault(sig.index, set())
-        self.scope: dict[str, CellSym] = {p.name: p for p in sig.params}
-        self.res = Resolver(unit, decls.cells, self.scope)
+        self.scope = Scope({p.name: p for p in sig.params})
+        cells = decls.cells if decls.procedures_see_globals or sig.name == "main" else {}
+        self.res = Resolver(unit, cells, self.scope)
         self.locals: list[Local] = []
         self.frame = 0
         self.region: tuple = ()
@@ -68,18 +131,29 @@ class FunctionCompiler:
         self.label_at: dict[str, tuple[int, tuple, Pos]] = {}
         self.fixups: list[Fixup] = []
         self.guards: list[Guard] = []
+        self.undefined: list[Name] = []
+        self.here: Pos = sig.decl.pos
+        self.begin_pc = -1
+        self.init_temps()
 
     # ---- driver -------------------------------------------------------------------------
-    def compile(self) -> Function:
+    def begin(self) -> None:
         d = self.sig.decl
-        begin = self.emit(BEGIN, [self.sig.index], d.pos)
-        self.block(d.body)
-        end = self.emit(END, [self.sig.index], d.end_pos)
+        self.begin_pc = self.emit(BEGIN, [self.sig.index], d.pos)
+
+    def finish(self, end_pos: Pos) -> Function:
+        end = self.emit(END, [self.sig.index], end_pos)
         self.finish_labels()
         params = [Param(p.name, p.type, p.is_array, False,
-                        p.length if p.is_array and p.length >= 0 else None)
+                        p.length if p.is_array and p.length >= 0 else None, p.stack)
                   for p in self.sig.params]
-        return Function(self.sig.name, begin, end, params, self.locals, self.frame)
+        return Function(self.sig.name, self.begin_pc, end, params, self.locals, self.frame)
+
+    def compile(self) -> Function:
+        """Compile a body given as statements (FuncDecl.body)."""
+        self.begin()
+        self.block(self.sig.decl.body)
+        return self.finish(self.sig.decl.end_pos)
 
     def block(self, stmts: list) -> None:
         for s in stmts:
@@ -89,7 +163,25 @@ class FunctionCompiler:
                 self.rep.fail(f)
 
     def stmt(self, s) -> None:
-        if isinstance(s, Instr):
+        """Compile one statement (any node of nodes.Stmt)."""
+        if s is None:
+            return
+        pc0 = self.unit.pc
+        self.stmt_temps = 0
+        self.here = s.pos
+        self.forget()
+        mark = self.temp_mark()
+        try:
+            self._stmt(s)
+        finally:
+            self.release(mark)
+        if self.stmt_temps:
+            self.unit.stats.append((s.pos, self.unit.pc - pc0, self.stmt_temps))
+
+    def _stmt(self, s) -> None:
+        if isinstance(s, Update):
+            self.update(s)
+        elif isinstance(s, Instr):
             self.instr(s)
         elif isinstance(s, Label):
             self.pending.append(s)
@@ -97,21 +189,45 @@ class FunctionCompiler:
             self.local(s)
         elif isinstance(s, Delocal):
             self.delocal(s)
+        elif isinstance(s, Swap):
+            self.swap(s)
+        elif isinstance(s, StackOp):
+            self.stack_op(s)
+        elif isinstance(s, Show):
+            self.show(s)
         elif isinstance(s, If):
-            self.if_(s)
+            h = self.if_begin(s.cond, s.pos)
+            self.block(s.then)
+            if s.els is not None:
+                self.if_else(h, s.else_pos)
+                self.block(s.els)
+            self.if_end(h, s.fi_cond, s.fi_pos)
         elif isinstance(s, From):
-            self.from_(s)
+            h = self.from_begin(s.cond, s.pos)
+            self.block(s.body)
+            self.from_end(h, s.until, s.until_pos, s.loop)
         elif isinstance(s, For):
-            self.for_(s)
+            h = self.for_begin(s.var, s.lo, s.hi, s.pos)
+            try:
+                self.block(s.body)
+            finally:
+                self.for_end(h, s.end_pos)
         elif isinstance(s, With):
-            self.with_(s)
+            h = self.with_begin(s.pos)
+            self.block(s.body)
+            self.with_do(h, s.do_pos)
+            self.block(s.do)
+            self.with_end(h, s.end_pos)
         elif isinstance(s, Recovered):
             self.block(s.body)
 
     # ---- emission and labels ------------------------------------------------------------
     def emit(self, op: Op, values: list[int], pos: Pos) -> int:
         pc = self.unit.emit(op, values, pos, self.region)
-        self.bind_pending(pc)
+        if pc >= MAX_CODE:
+            raise CodeLimit(pos)
+        if self.pending:
+            self.bind_pending(pc)
         return pc
 
     def bind_pending(self, pc: int) -> None:
@@ -147,14 +263,7 @@ class FunctionCompiler:
             name = fx.label.name
             entry = self.label_at.get(name)
             if entry is None:
-                other = next((f for f in self.decls.order
-                              if f is not self.sig and name in f.labels), None)
-                if other is not None:
-                    self.rep.error(fx.label.pos, "E014", f"label `{name}` is in function "
-                                                         f"`{other.name}`: jumps stay inside "
-                                                         f"their function")
-                else:
-                    self.rep.error(fx.label.pos, "E007", f"undefined label `{name}`")
+                self.undefined.append(fx.label)     # reported once every function is known
                 continue
             if entry[1] != fx.region:
                 self.rep.error(fx.label.pos, "E014", f"`{name}` is across the boundary of a "
@@ -163,33 +272,86 @@ class FunctionCompiler:
                 continue
             self.unit.patch_pc(fx.pc, entry[0])
             fx.done = True
-        rows = self.unit.rows
+        unit = self.unit
         for fx in self.fixups:
             if not fx.done:
                 continue
-            me = rows[fx.pc][0]
-            t = rows[fx.pc][PC_SLOT]
+            me = unit.opcode(fx.pc)
+            t = unit.slot(fx.pc, PC_SLOT)
             want, what = (JOIN, "a `join` that names this jmp") if me == JMP.code else \
                 (JMP, "a `jmp` that targets this join")
-            if rows[t][0] != want.code or rows[t][PC_SLOT] != fx.pc:
+            if unit.opcode(t) != want.code or unit.slot(t, PC_SLOT) != fx.pc:
                 self.rep.error(fx.label.pos, "E007", f"`{fx.label.name}` must label {what}")
-            elif cond_parts(rows[fx.pc][1])[0] == CMP_ALWAYS:
-                pos = Pos(*self.unit.lines[fx.pc])
-                if me == JMP.code and rows[fx.pc + 1][0] not in (JOIN.code, END.code):
+            elif cond_parts(unit.slot(fx.pc, 1))[0] == CMP_ALWAYS:
+                pos = Pos(*unit.line(fx.pc))
+                if me == JMP.code and unit.opcode(fx.pc + 1) not in (JOIN.code, END.code):
                     self.rep.error(pos, "E007", "an unconditional `jmp` must be followed by a "
                                                 "`join` or the end of the function")
-                if me == JOIN.code and rows[fx.pc - 1][0] not in (JMP.code, BEGIN.code):
+                if me == JOIN.code and unit.opcode(fx.pc - 1) not in (JMP.code, BEGIN.code):
                     self.rep.error(pos, "E007", "an unconditional `join` must come right after "
                                                 "a `jmp` or the start of the function")
 
+    def report_labels(self, compilers: list["FunctionCompiler"]) -> None:
+        """Report the jumps to labels this function does not define (E014 when another
+        function defines them, else E007)."""
+        for lab in self.undefined:
+            other = next((fc.sig for fc in compilers
+                          if fc is not self and lab.name in fc.label_at), None)
+            if other is not None:
+                self.rep.error(lab.pos, "E014", f"label `{lab.name}` is in function "
+                                                f"`{other.name}`: jumps stay inside their "
+                                                f"function")
+            else:
+                self.rep.error(lab.pos, "E007", f"undefined label `{lab.name}`")
+
+    def copy_rows(self, a0: int, a1: int, inverse: bool, suffix: str) -> None:
+        """Append a copy of the rows [a0, a1): as they are (a condition computed again on a
+        second edge) or inverted (uncomputed: reversed, each opcode its inverse, jumps
+        mirrored).  Jumps inside the rows are relocated; labels get `suffix`."""
+        if a1 == a0 or self.rep.has_errors:
+            # after an error the rows may hold half-built forks; no program is produced
+            return
+        unit = self.unit
+        self.room(a1 - a0, self.here)
+        W = ROW_WIDTH
+        flat = unit.code[a0 * W:a1 * W].tolist()
+        rows = [flat[k:k + W] for k in range(0, len(flat), W)]
+        base = unit.pc
+        jumps = (JMP.code, JOIN.code)
+        for r in rows:
+            if r[0] in jumps:
+                r[PC_SLOT] += base - a0
+        flat_lines = unit.lines[a0 * 3:a1 * 3].tolist()
+        lines = [flat_lines[k:k + 3] for k in range(0, len(flat_lines), 3)]
+        if inverse:
+            rows = invert_rows(np.array(rows, dtype=np.int64).reshape(-1, W), base).tolist()
+            lines.reverse()
+        self.bind_pending(base)
+        for r, ln in zip(rows, lines):
+            unit.emit_row(r, ln, self.region)
+        for p in range(a0, a1):
+            if p in unit.labels:
+                q = base + (a1 - 1 - p if inverse else p - a0)
+                unit.label(q, unit.labels[p] + suffix)
+
+    def uncompute(self, a0: int, a1: int) -> None:
+        self.copy_rows(a0, a1, True, ".undo")
+
     # ---- operands -----------------------------------------------------------------------
-    def target(self, o, want) -> Ref:
-        """Resolve a cell the instruction writes, and check it may be written."""
+    def target(self, o) -> Ref:
+        """Resolve a cell a statement writes (its index computed if it is an expression), and
+        check it may be written."""
         if isinstance(o, Literal):
             raise Fail(o.pos, "E008", f"cannot write to literal `{o.lit.text}`")
         if isinstance(o, Len):
             raise Fail(o.pos, "E008", f"`{describe(o)}` is read-only")
-        ref = self.res.resolve(o, want)
+        if not isinstance(o, (Name, Index)):
+            raise Fail(o.pos, "E008", f"cannot write to `{text(o)}`: a target is a cell or an "
+                                      f"array element")
+        if isinstance(o, Name):
+            ref = self.res.resolve(o, None)
+        else:
+            ref = self.element(o)
         self.check_write(ref)
         return ref
 
@@ -204,135 +366,8 @@ class FunctionCompiler:
         if p is not None:
             self.written.add(p)
 
-    # ---- instruction statements ---------------------------------------------------------
-    def candidates(self, st: Instr) -> list[Match]:
-        exact, relaxed, errors = [], [], []
-        for m in st.matches:
-            if m.fn is not None:
-                table = fn_table(m.shape)
-                if m.fn.name not in {f.name for f in table}:
-                    other = FN2 if table is FN1 else FN1
-                    if m.fn.name in {f.name for f in other}:
-                        n = 2 if other is FN2 else 1
-                        errors.insert(0, Fail(m.fn.pos, "E009", f"`{m.fn.name}` takes {n} "
-                                                                f"argument{'s' * (n > 1)}"))
-                    else:
-                        errors.insert(0, Fail(m.fn.pos, "E012", f"unknown function "
-                                                                f"`{m.fn.name}`"))
-                    continue
-            fit = self.fit(m)
-            if isinstance(fit, Fail):
-                errors.append(fit)
-            else:
-                (exact if fit else relaxed).append(m)
-        if not exact and not relaxed:
-            raise errors[0]
-        return exact + relaxed
-
-    def fit(self, m: Match) -> bool | Fail:
-        """True: literals exactly where the shape takes immediates; False: a literal source
-        that becomes a constant; a Fail when the operand kinds do not fit."""
-        exact = True
-        for k, kind in enumerate(m.shape.operands):
-            o = m.operands.get(k)
-            if o is None:
-                continue
-            try:
-                lit = self.res.as_literal(o) is not None
-            except Fail as f:
-                return f
-            if kind in ("imm", "k") and not lit:
-                what = "bit count" if kind == "k" else "immediate"
-                return Fail(o.pos, "E008", f"the {what} of `{_generic(m)}` must be a literal, "
-                                           f"not `{describe(o)}`")
-            if kind == "y" and lit:
-                return Fail(o.pos, "E008", f"cannot write to `{describe(o)}`")
-            if kind == "a" and lit:
-                exact = False
-        return exact
-
-    def pick_op(self, m: Match) -> Op:
-        shape = m.shape
-        if not shape.ops[0].types:
-            return shape.ops[0]
-        if shape.dst is not None:
-            src = m.operands[shape.operands.index("a")]
-            ts = self.res.peek_type(src)
-            if ts is None:
-                raise Fail(src.pos, "E004", f"literal `{describe(src)}` has no type to convert "
-                                            f"from: convert a cell")
-            op = op_for(shape.family, shape.dst, ts)
-            if op is None:
-                raise Fail(src.pos, "E004", f"`{describe(src)}` is already {ts.name_}: no "
-                                            f"conversion needed")
-            return op
-        t = None
-        for k, kind in enumerate(shape.operands):
-            if kind in ("y", "a"):
-                t = self.res.peek_type(m.operands[k])
-                if t is not None:
-                    break
-        if t is None:
-            raise Fail(m.operands[0].pos, "E004", "no cell operand to take a type from")
-        op = op_for(shape.family, t)
-        if op is None:
-            first = next(o for k, o in sorted(m.operands.items()))
-            raise Fail(first.pos, "E004", f"`{_generic(m)}` does not exist for {t.name_} cells")
-        return op
-
-    def instr(self, st: Instr) -> None:
-        cands = self.candidates(st)
-        fam = cands[0].shape.family
-        m = cands[0]
-        if fam in ("jmp", "join"):
-            return self.jump(m, st)
-        if fam in ("call", "uncall"):
-            return self.call(m, st)
-        if fam == "trace":
-            return self.trace(m, st)
-        if fam == "assert":
-            cc, a, b, _ = self.res.condition(m.cond)
-            self.emit(ASSERT, [cc, a, b], st.pos)
-            return
-        first_error = None
-        for m in cands:
-            try:
-                op = self.pick_op(m)
-                break
-            except Fail as f:
-                first_error = first_error or f
-        else:
-            raise first_error
-        self.data(m, op, st.pos)
-
-    def data(self, m: Match, op: Op, pos: Pos) -> None:
-        values: list[int] = []
-        targets: list[Ref] = []
-        sources: list[Ref] = []
-        for k, kind in enumerate(op.operands):
-            o = m.operands.get(k)
-            if kind == "y":
-                ref = self.target(o, op.types[0] if op.types else None)
-                targets.append(ref)
-                values.append(ref.word)
-            elif kind == "a":
-                ref = self.res.resolve(o, op.types[-1] if op.types else None)
-                sources.append(ref)
-                values.append(ref.word)
-            elif kind == "imm":
-                values.append(self.res.word_of(self.res.as_literal(o), op.type))
-            elif kind == "k":
-                lit = self.res.as_literal(o)
-                if lit.lit.kind != "int" or not 0 <= int(lit.lit.value) <= 63:
-                    raise Fail(o.pos, "E006", f"bit count `{lit.lit.text}` is not in 0..63")
-                values.append(int(lit.lit.value))
-            elif kind == "fn":
-                table = fn_table(op)
-                fn = next(f for f in table if f.name == m.fn.name)
-                if op.type not in fn.types:
-                    raise Fail(m.fn.pos, "E004", f"`{fn.name}` does not exist for "
-                                                 f"{op.type.name_} cells")
-                values.append(fn.id)
+    def check_aliases(self, targets: list[Ref], sources: list[Ref]) -> None:
+        """The assembler's definite aliasing checks on one instruction's operands (E005)."""
         for i, t in enumerate(targets):
             for s in sources:
                 if overlaps(t, s):
@@ -346,13 +381,235 @@ class FunctionCompiler:
                     if overlaps(t, ix):
                         raise Fail(t.pos, "E005", f"`{t.text}` is the index of `{o.text}`: an "
                                                   f"update may not write an index it uses")
+
+    def room(self, n: int, pos: Pos) -> None:
+        """Fail unless n more instructions fit in the program."""
+        if self.unit.pc + n > MAX_CODE:
+            raise Fail(pos, "E006", f"the program would exceed {MAX_CODE} instructions")
+
+    def negate(self, test: Test) -> Test:
+        if test.cc & 15 == CMP_ALWAYS:
+            z = self.const_ref(INT, 0, self.here, "0").word
+            return Test(cond_word(CMP_NE, INT), z, z)
+        return test.negated()
+
+    def condition(self, e, pos: Pos) -> Cond:
+        """Type-check and compute a condition now; the caller uncomputes it."""
+        self.forget()
+        self.here = pos
+        self.typed(e, BOOL)
+        mark = self.temp_mark()
+        lo = self.unit.pc
+        test = self.test(e)
+        return Cond(test, lo, self.unit.pc, mark, pos, len(self.live_temps) - mark)
+
+    def again(self, c: Cond, inverse: bool) -> None:
+        """The condition's code once more: computed on a second edge, or uncomputed."""
+        self.copy_rows(c.lo, c.hi, inverse, ".undo" if inverse else ".again")
+        c.copies += 1
+
+    def done(self, c: Cond) -> None:
+        """Uncompute a condition here, give back its temporaries and record what it cost."""
+        self.again(c, True)
+        self.release(c.mark)
+
+    def same_code(self, c: Cond, d: Cond) -> bool:
+        """Do two conditions compute the same thing into the same temporaries?"""
+        W = ROW_WIDTH
+        code = self.unit.code
+        return c.code and c.hi - c.lo == d.hi - d.lo and c.test.words == d.test.words and \
+            code[c.lo * W:c.hi * W] == code[d.lo * W:d.hi * W]
+
+    def record(self, c: Cond) -> None:
+        if c.code:
+            self.unit.stats.append((c.pos, (c.hi - c.lo) * c.copies, c.temps))
+
+    # ---- updates --------------------------------------------------------------------------
+    def update(self, st: Update) -> None:
+        tgt = st.target
+        if isinstance(tgt, (Literal, Len)) or not isinstance(tgt, (Name, Index)):
+            self.target(tgt)
+        ty = self.typer
+        t = ty.infer(tgt)
+        ty.settle(tgt, t)
+        self.typed(st.expr, t)
+        risky = self.check_target_reads(tgt, [st.expr])
+        lo = self.unit.pc
+        y = self.target(tgt)
+        plan = self.plan(y, st.op, st.expr, st.pos)
+        self.alias_checks(y, risky, plan, st.pos)
+        hi = self.unit.pc
+        for ins in plan:
+            self.emit(*ins)
+        self.uncompute(lo, hi)
+
+    # ---- instruction statements ---------------------------------------------------------
+    def instr(self, st: Instr) -> None:
+        m = st.matches[0]
+        fam = m.shape.family
+        if fam in ("jmp", "join"):
+            return self.jump(m, st)
+        if fam in ("call", "uncall"):
+            return self.call(m, st)
+        if fam == "trace":
+            return self.trace(m, st)
+        if fam == "assert":
+            return self.assert_(m, st)
+        self.data(m, st.pos)
+
+    def data(self, m: Match, pos: Pos) -> None:
+        shape = m.shape
+        kinds = shape.operands
+        ty = self.typer
+        types = []
+        for k, kind in enumerate(kinds):
+            o = m.operands.get(k)
+            if kind in ("y", "a"):
+                if kind == "y" and isinstance(o, Literal):
+                    raise Fail(o.pos, "E008", f"cannot write to `{describe(o)}`")
+                types.append(ty.infer(o))
+            elif kind in ("imm", "k"):
+                if ty.infer(o) is not None:
+                    what = "bit count" if kind == "k" else "immediate"
+                    raise Fail(o.pos, "E008", f"the {what} of `{_generic(m)}` must be a "
+                                              f"literal, not `{text(o)}`")
+        t = next((x for x in types if x is not None), None)
+        if shape.ops[0].types:
+            if t is None:
+                raise Fail(m.operands[0].pos, "E004", "no cell operand to take a type from")
+            op = op_for(shape.family, t)
+            if op is None:
+                first = next(o for _, o in sorted(m.operands.items()))
+                raise Fail(first.pos, "E004", f"`{_generic(m)}` does not exist for {t.name_} "
+                                              f"cells")
+        else:
+            op = shape.ops[0]
+        opt = op.operand_types
+        for k, kind in enumerate(kinds):
+            o = m.operands.get(k)
+            if kind in ("y", "a", "imm", "k") and o is not None:
+                want = opt[k] if kind != "k" else INT
+                if kind in ("y", "a") and want is None:
+                    ty.settle(o, ty.types[id(o)])
+                    continue
+                tt = ty.types[id(o)]
+                if tt is not None and want is not None and tt != want:
+                    raise Fail(o.pos, "E004", f"type mismatch: `{text(o)}` is {tt.name_}, "
+                                              f"expected {want.name_}")
+                ty.settle(o, want)
+        writes = [m.operands[k] for k, kind in enumerate(kinds) if kind == "y"]
+        reads = [m.operands[k] for k, kind in enumerate(kinds) if kind == "a"]
+        for w in writes:
+            if isinstance(w, (Name, Index)):
+                # another target's index is read too (the whole element, for a scalar target:
+                # so the message can say which element it indexes)
+                others = [x if isinstance(w, Name) else x.index for x in writes
+                          if isinstance(x, Index) and x is not w]
+                self.check_target_reads(w, list(reads) + others)
+        lo = self.unit.pc
+        values: list[int] = []
+        targets: list[Ref] = []
+        sources: list[Ref] = []
+        for k, kind in enumerate(kinds):
+            o = m.operands.get(k)
+            if kind == "y":
+                ref = self.target(o)
+                targets.append(ref)
+                values.append(ref.word)
+            elif kind == "a":
+                ref = self.operand(o, opt[k])
+                sources.append(ref)
+                values.append(ref.word)
+            elif kind == "imm":
+                values.append(self.literal_word_of(o, op.type))
+            elif kind == "k":
+                w = self.literal_word_of(o, INT)
+                if not 0 <= w <= 63:
+                    raise Fail(o.pos, "E006", f"bit count `{text(o)}` is not in 0..63")
+                values.append(w)
+        hi = self.unit.pc
+        self.check_aliases(targets, sources)
         self.emit(op, values, pos)
+        self.uncompute(lo, hi)
+
+    def literal_word_of(self, o, t: NumType) -> int:
+        w = self.typer.consts.get(id(o))
+        if w is None:
+            raise Fail(o.pos, "E008", f"`{text(o)}` must be a literal")
+        return w
+
+    def swap(self, st: Swap) -> None:
+        if isinstance(st.a, Name) and isinstance(st.b, Name):
+            sa = self.res.lookup(st.a.name, st.a.pos)
+            sb = self.res.lookup(st.b.name, st.b.pos)
+            if sa.is_array or sb.is_array:
+                return self.swap_arrays(st, sa, sb)
+        shape = next(s for s in _shapes("swap"))
+        m = Match(shape, {0: st.a, 1: st.b})
+        self.data(m, st.pos)
+
+    def swap_arrays(self, st: Swap, sa: CellSym, sb: CellSym) -> None:
+        """`a <=> b` of two whole arrays (or stacks) of one length: element by element."""
+        a, b = st.a, st.b
+        if not (sa.is_array and sb.is_array) or sa.type != sb.type or sa.stack != sb.stack:
+            raise Fail(b.pos, "E004", f"`{a.name}` and `{b.name}` cannot swap: whole arrays "
+                                      f"swap with arrays of the same type (and stacks with "
+                                      f"stacks)")
+        if sa is sb:
+            raise Fail(b.pos, "E005", f"`{a.name}` and `{b.name}` are the same array")
+        la = sa.length if sa.mode != MODE_P else None
+        lb = sb.length if sb.mode != MODE_P else None
+        if la is not None and lb is not None and la != lb:
+            raise Fail(b.pos, "E004", f"`{a.name}` has {la} cells and `{b.name}` {lb}: whole "
+                                      f"arrays swap only with arrays of the same length")
+        for sym, name in ((sa, a), (sb, b)):
+            self.check_write(Ref(operand(sym.mode, sym.loc), sym.type, name.name, name.pos,
+                                 array=True, sym=sym))
+        n = la if la is not None else lb
+        if n is not None and n <= 16:
+            for k in range(n):
+                lit = Literal(st.pos, Lit("int", k, str(k)))
+                self.data(Match(_shapes("swap")[0], {0: Index(a.pos, a.name, lit),
+                                                     1: Index(b.pos, b.name, lit)}), st.pos)
+                self.forget()
+            return
+        if la is None and lb is None:
+            length_a, length_b = Len(a.pos, a.name), Len(b.pos, b.name)
+            self.forget()
+            self.typed(length_a, INT)
+            self.typed(length_b, INT)
+            ra, rb = self.res.resolve(length_a, INT), self.res.resolve(length_b, INT)
+            self.emit(ASSERT, [cond_word(CMP_EQ, INT), ra.word, rb.word,
+                               self.message(f"`{a.name}` and `{b.name}` swap only if they have "
+                                            f"the same length", [ra.word, rb.word],
+                                            [f"len({a.name})", f"len({b.name})"])], st.pos)
+        k = Name(st.pos, f"$swap{self.unit.new_id()}")
+        hi = Len(st.pos, a.name if la is None else b.name)
+        body = [Swap(st.pos, Index(a.pos, a.name, k), Index(b.pos, b.name, k))]
+        self.stmt(For(st.pos, k, Literal(st.pos, Lit("int", 0, "0")), hi, body, st.pos))
 
     def jump(self, m: Match, st: Instr) -> None:
         op = m.shape.ops[0]
-        cc, a, b, _ = self.res.condition(m.cond)
-        pc = self.emit(op, [cc, a, b, 0], st.pos)
+        if m.cond is None:
+            test = ALWAYS
+        else:
+            c = self.condition(m.cond, st.pos)
+            if c.code:
+                raise Fail(m.cond.pos, "E008", f"the condition of a raw `{op.name}` must compare "
+                                               f"cells or literals: `{text(m.cond)}` needs "
+                                               f"code (use if/from, or compute it first)")
+            test = c.test
+        pc = self.emit(op, [test.cc, test.a, test.b, 0], st.pos)
         self.fixups.append(Fixup(pc, m.label, self.region))
+
+    def assert_(self, m: Match, st: Instr) -> None:
+        c = self.condition(m.cond, st.pos)
+        msg = 0
+        if m.message is not None:
+            msg = self.message(m.message, [c.test.a, c.test.b], [])
+        self.emit(ASSERT, [c.test.cc, c.test.a, c.test.b, msg], st.pos)
+        self.done(c)
+        self.record(c)
 
     def call(self, m: Match, st: Instr) -> None:
         ce = m.call
@@ -363,38 +620,177 @@ class FunctionCompiler:
         if len(ce.args) != n:
             raise Fail(ce.pos, "E009", f"`{ce.name}` takes {n} argument{'s' * (n != 1)}, "
                                        f"not {len(ce.args)}")
-        refs = []
+        lo = self.unit.pc
+        refs, by_value = [], []
+        ty = self.typer
         for o, p in zip(ce.args, callee.params):
             if p.is_array:
                 r = self.res.array(o)
                 if r.type != p.type:
                     raise Fail(o.pos, "E004", f"`{r.text}` is {r.type.name_}[], parameter "
                                               f"`{p.name}` of `{ce.name}` is {p.type.name_}[]")
+                if p.stack and not (r.sym is not None and r.sym.stack):
+                    raise Fail(o.pos, "E004", f"`{r.text}` is not a stack: parameter "
+                                              f"`{p.name}` of `{ce.name}` is a stack")
                 have = r.sym.length if r.sym is not None else -1
                 if p.length > 0 and have is not None and have > 0 and have != p.length:
                     raise Fail(o.pos, "E004", f"`{r.text}` has {have} cells, parameter "
                                               f"`{p.name}` of `{ce.name}` takes {p.length}")
+                by_value.append(False)
             else:
                 if isinstance(o, Len) and self.res.as_literal(o) is None:
                     raise Fail(o.pos, "E008", f"`{describe(o)}` cannot be passed by reference")
-                r = self.res.resolve(o, p.type)
+                if isinstance(o, Name) and self.res.lookup(o.name, o.pos).is_array:
+                    sym = self.res.lookup(o.name, o.pos)
+                    what = "a stack" if sym.stack else "an array"
+                    raise Fail(o.pos, "E004", f"`{o.name}` is {what}, parameter `{p.name}` of "
+                                              f"`{ce.name}` is {p.type.name_}")
+                t = ty.infer(o)
+                if t is not None and t != p.type and not (t == BOOL and p.type == INT):
+                    raise Fail(o.pos, "E004", f"type mismatch: `{text(o)}` is {t.name_ if t != BOOL else t}, "
+                                              f"expected {p.type.name_}")
+                ty.settle(o, p.type)
+                if isinstance(o, (Name, Index)) or id(o) in ty.consts:
+                    r = self.operand(o, p.type)
+                    by_value.append(False)
+                else:
+                    r = self.operand(o, p.type)         # an expression: passed by value
+                    by_value.append(True)
             refs.append(r)
+        hi = self.unit.pc
         k = self.unit.callsite(CallSite(callee.index, [
             Arg(r.word, r.length if r.array else None) for r in refs]))
-        self.calls.append(CallRecord(self.sig, callee, refs, ce.pos, list(self.guards)))
+        reads = [self.arg_reads(o) for o in ce.args]
+        self.calls.append(CallRecord(self.sig, callee, refs, ce.pos, list(self.guards),
+                                     by_value, reads))
         self.emit(m.shape.ops[0], [k], st.pos)
+        self.uncompute(lo, hi)
+
+    def arg_reads(self, o) -> list[Ref]:
+        """The cells an argument's index expression (or by-value expression) reads."""
+        if isinstance(o, (Name, Literal, Len)):
+            return []
+        out = []
+        seen = names_read(o.index if isinstance(o, Index) else o, set())
+        for name in sorted(seen):
+            sym = self.res.lookup(name, o.pos)
+            if sym.is_array:
+                out.append(Ref(operand(sym.mode, sym.loc), sym.type, name, o.pos, array=True,
+                               length=-1 if sym.mode == MODE_P else sym.length, sym=sym))
+            else:
+                out.append(Ref(operand(sym.mode, sym.loc), sym.type, name, o.pos, sym=sym,
+                               const=sym.const))
+        return out
 
     def trace(self, m: Match, st: Instr) -> None:
-        words = []
+        lo = self.unit.pc
+        words, names = [], []
+        ty = self.typer
         for o in m.trace.operands:
             if isinstance(o, Literal):
                 raise Fail(o.pos, "E008", f"trace takes cells, not the literal `{o.lit.text}`")
-            words.append(self.res.resolve(o, INT if isinstance(o, Len) else None).word)
-        self.emit(TRACE, [self.unit.trace(Trace(m.trace.message, words))], st.pos)
+            t = ty.infer(o)
+            ty.settle(o, t if t is not None else INT)
+            words.append(self.operand(o, ty.types[id(o)] if ty.types[id(o)] != BOOL else INT).word)
+            names.append(text(o))
+        hi = self.unit.pc
+        plain = all(isinstance(o, (Name, Index, Len)) for o in m.trace.operands)
+        tr = Trace(m.trace.message, words, None if plain else names)
+        self.emit(TRACE, [self.unit.trace(tr)], st.pos)
+        self.uncompute(lo, hi)
+
+    def show(self, st: Show) -> None:
+        """`show a, b[i], arr, s`: a trace of values, whole arrays and stacks included."""
+        lo = self.unit.pc
+        words, names, lengths = [], [], []
+        ty = self.typer
+        for o in st.operands:
+            if isinstance(o, Name):
+                sym = self.res.lookup(o.name, o.pos)
+                if sym.is_array:
+                    words.append(operand(sym.mode, sym.loc))
+                    names.append(o.name)
+                    lengths.append(-1 if sym.mode == MODE_P else sym.length)
+                    continue
+            t = ty.infer(o)
+            ty.settle(o, t if t is not None else INT)
+            tt = ty.types[id(o)]
+            words.append(self.operand(o, INT if tt == BOOL else tt).word)
+            names.append(text(o))
+            lengths.append(None)
+        hi = self.unit.pc
+        style = "printf" if st.fmt is not None else "print" if not st.operands else "show"
+        tr = Trace(st.message if st.fmt is None else st.fmt, words, names,
+                   lengths if any(x is not None for x in lengths) else None, style)
+        self.emit(TRACE, [self.unit.trace(tr)], st.pos)
+        self.uncompute(lo, hi)
+
+    # ---- named stacks -----------------------------------------------------------------------
+    def stack_sym(self, name: Name) -> CellSym:
+        sym = self.res.lookup(name.name, name.pos)
+        if not sym.stack:
+            raise Fail(name.pos, "E004", f"`{name.name}` is not a stack")
+        return sym
+
+    def stack_op(self, st: StackOp) -> None:
+        """push x, s: x moves onto s and becomes zero; pop x, s is its inverse (x must be zero
+        and s not empty).  The pop is the push's code inverted, so each checks both ways."""
+        sym = self.stack_sym(st.stack)
+        ty = self.typer
+        t = ty.infer(st.cell)
+        if t != INT:
+            raise Fail(st.cell.pos, "E004", f"a stack holds int values, `{text(st.cell)}` is "
+                                            f"{t.name_ if t else 'a literal'}")
+        ty.settle(st.cell, INT)
+        if st.cell.__class__ is Index and st.cell.name == sym.name:
+            raise Fail(st.cell.pos, "E005", "a stack cannot push or pop its own cells")
+        self.check_target_reads(st.cell, []) if isinstance(st.cell, Index) else None
+        s = st.stack
+        lo = self.unit.pc
+        x = self.target(st.cell)
+        size = self.stack_cell(s, 0)
+        self.check_write(size)
+        hi = self.unit.pc
+        p0 = self.unit.pc
+        zero = self.const_ref(INT, 0, st.pos, "0").word
+        if sym.mode == MODE_P:
+            cap_w, cap_text = operand(MODE_N, sym.loc), f"len({s.name}) - 1"
+        else:
+            cap_w = self.const_ref(INT, sym.length, st.pos, str(sym.length)).word
+            cap_text = str(sym.length - 1)
+        self.emit(INC_I, [size.word], st.pos)
+        self.emit(ASSERT, [cond_word(CMP_LT, INT), size.word, cap_w,
+                           self.message(f"the stack `{s.name}` is full ({cap_text} values)",
+                                        [size.word], [f"size({s.name})"])], st.pos)
+        idx = size if size.mode != MODE_X else None
+        c0 = self.unit.pc
+        if idx is None:
+            idx = self.copy(size, st.pos)
+        c1 = self.unit.pc
+        base = operand(sym.mode, sym.loc)
+        xe = self.unit.xentry(base, -1 if sym.mode == MODE_P else sym.length, idx.word)
+        top = operand(MODE_X, xe)
+        self.emit(op_for("swap", INT), [x.word, top], st.pos)
+        self.emit(ASSERT, [cond_word(CMP_GE, INT), size.word,
+                           self.const_ref(INT, 1, st.pos, "1").word,
+                           self.message(f"the stack `{s.name}` is empty", [size.word],
+                                        [f"size({s.name})"])], st.pos)
+        self.uncompute(c0, c1)
+        self.emit(ASSERT, [cond_word(CMP_EQ, INT), x.word, zero,
+                           self.message(f"`{x.text}` is not zero: a pop needs a zero cell",
+                                        [x.word], [x.text])], st.pos)
+        p1 = self.unit.pc
+        if st.op == "pop":
+            # the pop is the push run backward: replace the rows just emitted by their inverse
+            view = np.frombuffer(self.unit.code, dtype=np.int64)
+            rows = view[p0 * ROW_WIDTH:p1 * ROW_WIDTH].reshape(-1, ROW_WIDTH)
+            rows[:] = invert_rows(rows.copy(), p0)
+            del view, rows                  # the code array may grow again
+        self.uncompute(lo, hi)
 
     # ---- locals -------------------------------------------------------------------------
     def declare(self, name: Name, spec_type, length: int | None,
-                shadow: bool = False) -> CellSym:
+                shadow: bool = False, stack: bool = False) -> CellSym:
         prev = self.scope.get(name.name)
         if prev is not None and not shadow:
             raise Fail(name.pos, "E003", f"`{name.name}` is already declared in "
@@ -403,25 +799,56 @@ class FunctionCompiler:
         if self.frame + size > MAX_LENGTH:
             raise Fail(name.pos, "E006", f"the frame of `{self.sig.name}` exceeds {MAX_LENGTH} "
                                          f"cells")
-        sym = CellSym(name.name, spec_type, length, MODE_L, self.frame, "local", name.pos)
-        self.locals.append(Local(name.name, spec_type, self.frame, length))
+        sym = CellSym(name.name, spec_type, length, MODE_L, self.frame, "local", name.pos,
+                      stack)
+        self.locals.append(Local(name.name, spec_type, self.frame, length, stack))
         self.frame += size
         self.scope[name.name] = sym
         return sym
 
-    def room(self, n: int, pos: Pos) -> None:
-        """Fail unless n more instructions fit in the program."""
-        if self.unit.pc + n > MAX_CODE:
-            raise Fail(pos, "E006", f"the program would exceed {MAX_CODE} instructions")
-
     def local(self, st: LocalDecl) -> None:
-        length = st.spec.length if st.spec.array else None
+        spec = st.spec
+        length = spec.length if spec.array else None
+        if st.init is not None and spec.array:
+            raise Fail(st.init.pos, "E001", "an array local takes no value (it starts zero)")
+        cells = 1 if spec.stack else (length or 1)
         if st.emit:
-            self.room(length or 1, st.pos)
-        sym = self.declare(st.name, st.spec.type, length)
-        if st.emit:
-            for k in range(sym.size):
-                self.emit(ALLOC, [operand(MODE_L, sym.loc + k)], st.pos)
+            self.room(cells, st.pos)
+        if st.init is not None:
+            self.forget()
+            self.typed(st.init, spec.type)
+            if st.name.name in names_read(st.init, set()):
+                raise Fail(st.init.pos, "E002", f"`{st.name.name}` is not declared yet")
+        sym = self.declare(st.name, spec.type, length, stack=spec.stack)
+        if not st.emit:
+            return
+        for k in range(cells):
+            self.emit(ALLOC, [operand(MODE_L, sym.loc + k)], st.pos)
+        if st.init is not None and self.typer.consts.get(id(st.init)) != 0:
+            # (a zero value is what `alloc` checks already)
+            y = Ref(operand(MODE_L, sym.loc), spec.type, st.name.name, st.name.pos, sym=sym)
+            self.set_checked(y, st.init, st.pos, "local")
+
+    def set_checked(self, y: Ref, e, pos: Pos, how: str) -> None:
+        """`local y = e` (how="local": y += e, then check) or `delocal y = e` (check, then
+        y -= e): the check `y == e` runs in both directions, so running backward each one
+        releases y only when it holds e."""
+        lo = self.unit.pc
+        v = self.operand(e, y.type)
+        hi = self.unit.pc
+        add = "mul" if y.type == LNS else "add"
+        sub = "div" if y.type == LNS else "sub"
+        msg = self.message(f"`{y.text}` must equal `{text(e)}` where it is released "
+                           f"({'delocal' if how == 'delocal' else 'local, running backward'})",
+                           [y.word, v.word], [y.text, text(e)])
+        chk = [cond_word(CMP_EQ, y.type), y.word, v.word, msg]
+        if how == "local":
+            self.emit(op_for(add, y.type), [y.word, v.word], pos)
+            self.emit(ASSERT, chk, pos)
+        else:
+            self.emit(ASSERT, chk, pos)
+            self.emit(op_for(sub, y.type), [y.word, v.word], pos)
+        self.uncompute(lo, hi)
 
     def delocal(self, st: Delocal) -> None:
         name = st.name.name
@@ -432,127 +859,210 @@ class FunctionCompiler:
             raise Fail(st.name.pos, "E002", f"undefined name `{name}`")
         if sym.kind != "local":
             raise Fail(st.name.pos, "E008", f"`{name}` is a parameter, not a local")
-        for k in range(sym.size):
+        cells = 1 if sym.stack else sym.size
+        for k in range(cells):
             ref = Ref(operand(MODE_L, sym.loc + k), sym.type, name, st.name.pos, sym=sym)
             self.check_write(ref)
-        self.room(sym.size, st.pos)
-        for k in range(sym.size):
+        if st.value is not None:
+            if sym.is_array and not sym.stack:
+                raise Fail(st.value.pos, "E001", "an array local is released at zero: it takes "
+                                                 "no value")
+            if sym.stack:
+                if not (isinstance(st.value, Name) and st.value.name == "nil"):
+                    raise Fail(st.value.pos, "E004", "a stack is released empty: "
+                                                     f"`delocal {name} = nil`")
+            else:
+                self.typed(st.value, sym.type)
+                if name in names_read(st.value, set()):
+                    raise Fail(st.value.pos, "E005", f"`{name}` may not occur in the value it "
+                                                     f"is released with")
+                if self.typer.consts.get(id(st.value)) != 0:     # zero: `free` checks it
+                    y = Ref(operand(MODE_L, sym.loc), sym.type, name, st.name.pos, sym=sym)
+                    self.set_checked(y, st.value, st.pos, "delocal")
+        self.room(cells + 1, st.pos)
+        if sym.stack:
+            size = operand(MODE_L, sym.loc)
+            self.emit(ASSERT, [cond_word(CMP_EQ, INT), size,
+                               self.const_ref(INT, 0, st.pos, "0").word,
+                               self.message(f"delocal `{name}`: the stack is not empty",
+                                            [size], [f"size({name})"])], st.pos)
+        for k in range(cells):
             self.emit(FREE, [operand(MODE_L, sym.loc + k)], st.pos)
         del self.scope[name]
 
     # ---- structured sugar (shapes documented in docs/rasm.md) ---------------------------
-    def if_(self, st: If) -> None:
+    def if_begin(self, cond, pos: Pos) -> Handle:
         n = self.unit.new_id()
-        c = self.res.condition(st.cond, negate=True)
-        test = self.fork(JMP, c[:3], 0, st.pos, f"if{n}")
-        self.block(st.then)
-        fi_cond = st.fi_cond if st.fi_cond is not None else st.cond
-        if st.els is not None:
-            skip = self.fork(JMP, (0, 0, 0), 0, st.else_pos, f"if{n}.endthen")
-            els = self.fork(JOIN, (0, 0, 0), test, st.else_pos, f"if{n}.else")
-            self.unit.patch_pc(test, els)
-            self.block(st.els)
-            d = self.res.condition(fi_cond)
-            fi = self.fork(JOIN, d[:3], skip, st.fi_pos, f"if{n}.fi")
-            self.unit.patch_pc(skip, fi)
-        else:
-            d = self.res.condition(fi_cond, negate=True)
-            fi = self.fork(JOIN, d[:3], test, st.fi_pos, f"if{n}.fi")
-            self.unit.patch_pc(test, fi)
+        c = self.condition(cond, pos)
+        test = self.fork(JMP, self.negate(c.test).words, 0, pos, f"if{n}")
+        self.done(c)
+        return Handle("if", n, pos, {"c": c, "cond": cond, "test": test, "skip": None,
+                                     "els": None})
 
-    def from_(self, st: From) -> None:
+    def if_else(self, h: Handle, pos: Pos) -> None:
+        d = h.data
+        d["skip"] = self.fork(JMP, ALWAYS.words, 0, pos, f"if{h.n}.endthen")
+        d["els"] = self.fork(JOIN, ALWAYS.words, d["test"], pos, f"if{h.n}.else")
+        self.unit.patch_pc(d["test"], d["els"])
+        self.again(d["c"], True)
+
+    def if_end(self, h: Handle, fi_cond, pos: Pos) -> None:
+        d, n = h.data, h.n
+        c: Cond = d["c"]
+        fc = self.condition(fi_cond if fi_cond is not None else d["cond"], pos)
+        made_else = False
+        if d["skip"] is None and (c.code or fc.code):
+            # the jump edge needs code (an uncompute of C, or D computed): give it an else
+            if self.same_code(c, fc):
+                # D computes what C did (`fi` omitted): on the else edge nothing ran since
+                # C, so C's temporaries already hold D; no uncompute and recompute
+                d["skip"] = self.fork(JMP, ALWAYS.words, 0, pos, f"if{n}.endthen")
+                d["els"] = self.fork(JOIN, ALWAYS.words, d["test"], pos, f"if{n}.else")
+                self.unit.patch_pc(d["test"], d["els"])
+            else:
+                self.if_else(h, pos)
+                self.again(fc, False)
+            made_else = True
+        if d["skip"] is None:
+            fi = self.fork(JOIN, self.negate(fc.test).words, d["test"], pos, f"if{n}.fi")
+            self.unit.patch_pc(d["test"], fi)
+        elif not fc.code or made_else:
+            fi = self.fork(JOIN, fc.test.words, d["skip"], pos, f"if{n}.fi")
+            self.unit.patch_pc(d["skip"], fi)
+        else:
+            # D computed at the end of the else branch; the then branch lands on a second
+            # computation of D just before the join (it could not be computed before `else`)
+            e2 = self.fork(JMP, ALWAYS.words, 0, pos, f"if{n}.endelse")
+            land = self.fork(JOIN, ALWAYS.words, d["skip"], pos, f"if{n}.then")
+            self.unit.patch_pc(d["skip"], land)
+            self.again(fc, False)
+            fi = self.fork(JOIN, self.negate(fc.test).words, e2, pos, f"if{n}.fi")
+            self.unit.patch_pc(e2, fi)
+        self.done(fc)
+        self.record(c)
+        self.record(fc)
+
+    def from_begin(self, cond, pos: Pos) -> Handle:
         n = self.unit.new_id()
-        c = self.res.condition(st.cond, negate=True)
-        top = self.fork(JOIN, c[:3], 0, st.pos, f"from{n}")
-        self.block(st.body)
-        d = self.res.condition(st.until)
-        test = self.fork(JMP, d[:3], 0, st.until_pos, f"from{n}.until")
-        self.block(st.loop)
-        back = self.fork(JMP, (0, 0, 0), top, st.until_pos, f"from{n}.back")
-        exit_ = self.fork(JOIN, (0, 0, 0), test, st.until_pos, f"from{n}.exit")
-        self.unit.patch_pc(top, back)
+        c = self.condition(cond, pos)
+        top = self.fork(JOIN, self.negate(c.test).words, 0, pos, f"from{n}")
+        self.done(c)
+        return Handle("from", n, pos, {"c": c, "top": top})
+
+    def from_end(self, h: Handle, until, until_pos: Pos, loop: list) -> None:
+        d, n = h.data, h.n
+        u = self.condition(until, until_pos)
+        test = self.fork(JMP, u.test.words, 0, until_pos, f"from{n}.until")
+        self.again(u, True)
+        mark = self.temp_mark()
+        self.block(loop)
+        self.release(mark)
+        c: Cond = d["c"]
+        self.again(c, False)
+        back = self.fork(JMP, ALWAYS.words, d["top"], until_pos, f"from{n}.back")
+        exit_ = self.fork(JOIN, ALWAYS.words, test, until_pos, f"from{n}.exit")
+        self.unit.patch_pc(d["top"], back)
         self.unit.patch_pc(test, exit_)
+        self.done(u)
+        self.record(c)
+        self.record(u)
 
-    def for_(self, st: For) -> None:
-        res = self.res
-        lits = [res.as_literal(st.lo), res.as_literal(st.hi)]
-        for o, lit in zip((st.lo, st.hi), lits):
-            if lit is None and res.peek_type(o) != INT:
-                raise Fail(o.pos, "E004", f"loop bound `{describe(o)}` is "
-                                          f"{res.peek_type(o).name_}, not int")
-        vals = [res.word_of(lit, INT) if lit is not None else None for lit in lits]
+    def for_begin(self, var: Name, lo_e, hi_e, pos: Pos) -> Handle:
+        ty = self.typer
+        self.forget()
+        self.here = pos
+        bounds = []
+        for o in (lo_e, hi_e):
+            t = ty.infer(o)
+            if t not in (INT, None):
+                raise Fail(o.pos, "E004", f"loop bound `{text(o)}` is {t.name_}, not int")
+            ty.settle(o, INT)
+            bounds.append(ty.consts.get(id(o)))
+        if bounds[0] is not None and bounds[1] is not None and bounds[0] > bounds[1]:
+            raise Fail(lo_e.pos, "E006", f"empty range {bounds[0]}..{bounds[1]}: the lower "
+                                         f"bound must not exceed the upper")
+        mark = self.temp_mark()
+        c0 = self.unit.pc
+        lo, hi = self.operand(lo_e, INT), self.operand(hi_e, INT)
+        c1 = self.unit.pc
+        if bounds[0] is None or bounds[1] is None:
+            self.emit(ASSERT, [cond_word(CMP_LE, INT), lo.word, hi.word, 0], pos)
         guard_refs: list[Ref] = []
-        if vals[0] is not None and vals[1] is not None:
-            if vals[0] > vals[1]:
-                raise Fail(st.lo.pos, "E006", f"empty range {vals[0]}..{vals[1]}: the lower "
-                                              f"bound must not exceed the upper")
-        else:
-            lo, hi = res.resolve(st.lo, INT), res.resolve(st.hi, INT)
-            self.emit(ASSERT, [cond_word(CMP_LE, INT), lo.word, hi.word], st.pos)
-        for o, lit in zip((st.lo, st.hi), lits):
-            if lit is None:
-                r = res.resolve(o, INT)
-                guard_refs += [r] + ([r.index] if r.index is not None else [])
-        # the bounds are read in the enclosing scope: resolve them before the counter (which
-        # may shadow a name they use) comes into scope
-        lo_w, hi_w = res.resolve(st.lo, INT).word, res.resolve(st.hi, INT).word
-        shadowed = self.scope.get(st.var.name)
-        sym = self.declare(st.var, INT, None, shadow=True)
-        i = Ref(operand(MODE_L, sym.loc), INT, sym.name, st.var.pos, sym=sym)
+        for o, r in ((lo_e, lo), (hi_e, hi)):
+            if r.const:
+                continue
+            guard_refs += [r] + ([r.index] if r.index is not None else [])
+            guard_refs += self.arg_reads(o)
+        shadowed = self.scope.get(var.name)
+        sym = self.declare(var, INT, None, shadow=True)
+        i = Ref(operand(MODE_L, sym.loc), INT, sym.name, var.pos, sym=sym)
         n = self.unit.new_id()
-        self.emit(ALLOC, [i.word], st.pos)
-        if vals[0] is None:
-            self.emit(ADD_I, [i.word, lo_w], st.pos)
-        elif vals[0] != 0:
-            self.emit(ADDI_I, [i.word, vals[0]], st.pos)
+        self.emit(ALLOC, [i.word], pos)
+        if bounds[0] is None:
+            self.emit(ADD_I, [i.word, lo.word], pos)
+        elif bounds[0] != 0:
+            self.emit(ADDI_I, [i.word, bounds[0]], pos)
         # Bottom-tested, so an iteration costs join + body + inc + jmp:
         #   empty: jmp exit if i == hi      (skips an empty range)
         #   top:   join back if i != lo     (came from `back` iff not the first iteration)
         #          body; inc i
         #   back:  jmp top if i < hi
         #   exit:  join empty if i == lo    (came from `empty` iff the range was empty)
-        empty = self.fork(JMP, (cond_word(CMP_EQ, INT), i.word, hi_w), 0, st.pos, f"for{n}.empty")
-        top = self.fork(JOIN, (cond_word(CMP_NE, INT), i.word, lo_w), 0, st.pos, f"for{n}")
+        empty = self.fork(JMP, (cond_word(CMP_EQ, INT), i.word, hi.word), 0, pos, f"for{n}.empty")
+        top = self.fork(JOIN, (cond_word(CMP_NE, INT), i.word, lo.word), 0, pos, f"for{n}")
         self.guards.append(Guard([i] + guard_refs, sym.name))
-        try:
-            self.block(st.body)
-        finally:
-            self.guards.pop()
-        self.emit(INC_I, [i.word], st.end_pos)
-        back = self.fork(JMP, (cond_word(CMP_LT, INT), i.word, hi_w), top, st.end_pos,
-                         f"for{n}.back")
-        exit_ = self.fork(JOIN, (cond_word(CMP_EQ, INT), i.word, lo_w), empty, st.end_pos,
-                          f"for{n}.exit")
-        self.unit.patch_pc(top, back)
-        self.unit.patch_pc(empty, exit_)
-        if vals[1] is None:
-            self.emit(SUB_I, [i.word, hi_w], st.end_pos)
-        elif vals[1] != 0:
-            self.emit(SUBI_I, [i.word, vals[1]], st.end_pos)
-        self.emit(FREE, [i.word], st.end_pos)
-        if shadowed is None:
+        return Handle("for", n, pos, {"i": i, "lo": lo, "hi": hi, "bounds": bounds,
+                                      "empty": empty, "top": top, "sym": sym,
+                                      "shadowed": shadowed, "c": (c0, c1), "mark": mark})
+
+    def for_end(self, h: Handle, end_pos: Pos) -> None:
+        d = h.data
+        self.guards.pop()
+        i, lo, hi, bounds = d["i"], d["lo"], d["hi"], d["bounds"]
+        self.emit(INC_I, [i.word], end_pos)
+        back = self.fork(JMP, (cond_word(CMP_LT, INT), i.word, hi.word), d["top"], end_pos,
+                         f"for{h.n}.back")
+        exit_ = self.fork(JOIN, (cond_word(CMP_EQ, INT), i.word, lo.word), d["empty"], end_pos,
+                          f"for{h.n}.exit")
+        self.unit.patch_pc(d["top"], back)
+        self.unit.patch_pc(d["empty"], exit_)
+        if bounds[1] is None:
+            self.emit(SUB_I, [i.word, hi.word], end_pos)
+        elif bounds[1] != 0:
+            self.emit(SUBI_I, [i.word, bounds[1]], end_pos)
+        self.emit(FREE, [i.word], end_pos)
+        self.here = end_pos
+        self.uncompute(*d["c"])
+        self.release(d["mark"])
+        sym = d["sym"]
+        if d["shadowed"] is None:
             del self.scope[sym.name]
         else:
-            self.scope[sym.name] = shadowed
+            self.scope[sym.name] = d["shadowed"]
 
-    def with_(self, st: With) -> None:
+    def with_begin(self, pos: Pos) -> Handle:
         n = self.unit.new_id()
-        outer = self.region
-        before = dict(self.scope)
-        self.region = outer + ((n, "with"),)
-        a0 = self.unit.pc
-        self.block(st.body)
-        a1 = self.unit.pc
-        self.resolve_fixups(a0, a1)
-        after_a = dict(self.scope)
-        self.region = outer + ((n, "do"),)
-        self.block(st.do)
-        self.region = outer + ((n, "undo"),)
+        h = Handle("with", n, pos, {"outer": self.region, "before": dict(self.scope),
+                                    "a0": self.unit.pc})
+        self.region = h.data["outer"] + ((n, "with"),)
+        return h
+
+    def with_do(self, h: Handle, pos: Pos) -> None:
+        d = h.data
+        d["a1"] = self.unit.pc
+        self.resolve_fixups(d["a0"], d["a1"])
+        d["after"] = dict(self.scope)
+        self.region = d["outer"] + ((h.n, "do"),)
+
+    def with_end(self, h: Handle, pos: Pos) -> None:
+        d = h.data
+        self.region = d["outer"] + ((h.n, "undo"),)
         try:
-            self.room(a1 - a0, st.pos)
-            self.emit_inverse(a0, a1)
+            self.room(d["a1"] - d["a0"], h.pos)
+            self.emit_inverse(d["a0"], d["a1"])
         finally:
-            self.region = outer
+            self.region = d["outer"]
+        before, after_a = d["before"], d["after"]
         for name, sym in after_a.items():           # declared in the with block: freed again
             if before.get(name) is not sym and self.scope.get(name) is sym:
                 del self.scope[name]
@@ -560,33 +1070,36 @@ class FunctionCompiler:
             if after_a.get(name) is not sym and name not in self.scope:
                 self.scope[name] = sym
 
+    def abort(self, h: Handle) -> None:
+        """Close a structured statement that failed half way (nothing it emitted will run)."""
+        if h.kind == "with":
+            self.region = h.data["outer"]
+        elif h.kind == "for":
+            if self.guards:
+                self.guards.pop()
+            sym = h.data["sym"]
+            if h.data["shadowed"] is None:
+                self.scope.pop(sym.name, None)
+            else:
+                self.scope[sym.name] = h.data["shadowed"]
+
     def emit_inverse(self, a0: int, a1: int) -> None:
         """Append the exact inverse of the rows [a0, a1) (mirrored, opcodes inverted)."""
         if a1 == a0 or self.rep.has_errors:
-            # after an error the block may hold half-built forks; no program is produced,
-            # so skip the inverse and keep checking the rest of the file
             return
-        unit = self.unit
-        rows = [list(r) for r in unit.rows[a0:a1]]
         for fx in self.fixups:                      # left-over jumps are reported later
             if not fx.done and a0 <= fx.pc < a1:
-                rows[fx.pc - a0][PC_SLOT] = a0
-        base = unit.pc
-        for r in rows:
-            if r[0] in (JMP.code, JOIN.code):
-                r[PC_SLOT] += base - a0
-        inv = invert_rows(np.array(rows, dtype=np.int64).reshape(-1, ROW_WIDTH), base)
-        self.bind_pending(base)
-        for k, r in enumerate(inv.tolist()):
-            unit.rows.append([int(v) for v in r])
-            unit.lines.append(unit.lines[a1 - 1 - k])
-            unit.regions.append(self.region)
-        for p in range(a0, a1):
-            if p in unit.labels:
-                unit.label(base + (a1 - 1 - p), unit.labels[p] + ".undo")
+                self.unit.patch_pc(fx.pc, a0)
+        self.copy_rows(a0, a1, True, ".undo")
+
+
+def _shapes(family: str):
+    from .shapes import SHAPES
+    return [s for s in SHAPES if s.family == family]
 
 
 def compile_function(unit: Unit, decls: Declarations, sig: FuncSig, rep: Reporter,
                      calls: list[CallRecord], direct_writes: dict[int, set[int]]) -> Function:
-    """Emit one function into `unit`; returns its Function record (params' `written` unset)."""
+    """Emit one function whose body is a list of statements; returns its Function record
+    (params' `written` unset)."""
     return FunctionCompiler(unit, decls, sig, rep, calls, direct_writes).compile()

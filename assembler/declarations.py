@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from isa.types import DEFAULT_FRACTION_BITS, MAX_FRACTION_BITS
-from rvm.program import MODE_G, MODE_P, Const, Global
+from isa.program import MODE_G, MODE_P, Const, Global
 
 from .diagnostics import Reporter
 from .literals import LiteralError, literal_word
@@ -28,6 +28,8 @@ class Declarations:
     cells: dict[str, CellSym] = field(default_factory=dict)      # globals and constants
     funcs: dict[str, FuncSig] = field(default_factory=dict)
     order: list[FuncSig] = field(default_factory=list)
+    # Janus: a procedure sees only its parameters and locals (main's variables are globals)
+    procedures_see_globals: bool = True
 
 
 def _labels(stmts: list, out: set[str]) -> None:
@@ -109,13 +111,18 @@ class _Collector:
         if it.role == "const":
             if words is None:
                 return
+            if it.spec.stack:
+                self.rep.error(it.spec.pos, "E008", "a stack cannot be a constant")
+                return
             sym = CellSym(it.name.name, it.spec.type, length, MODE_G, -1, "const", it.name.pos)
             self.d.cells[sym.name] = sym
             self.pending_consts.append((sym, words))
             return
-        sym = CellSym(it.name.name, it.spec.type, length, MODE_G, self.addr, "global", it.name.pos)
+        sym = CellSym(it.name.name, it.spec.type, length, MODE_G, self.addr, "global", it.name.pos,
+                      it.spec.stack)
         self.d.cells[sym.name] = sym
-        self.d.globals.append(Global(sym.name, sym.type, self.addr, length, it.role, words))
+        self.d.globals.append(Global(sym.name, sym.type, self.addr, length, it.role, words,
+                                     it.spec.stack))
         self.addr += sym.size
 
     def values(self, it: Decl, length: int | None) -> list[int] | None:
@@ -131,6 +138,8 @@ class _Collector:
         if length is None and it.bracketed:
             self.rep.error(it.init_pos, "E009", f"`{name}` is a scalar: give one value, not a list")
             return None
+        if it.spec.stack:
+            return self.stack_values(it, length)
         if length is not None and not it.bracketed:
             self.rep.error(it.init_pos, "E009", f"`{name}` is an array: give its {n} values as "
                                                 f"[v1, v2, ...]")
@@ -148,19 +157,40 @@ class _Collector:
                 return None
         return words
 
+    def stack_values(self, it: Decl, length: int) -> list[int] | None:
+        """A stack's initial items, bottom first: [size, items..., zeros]."""
+        if not it.bracketed:
+            self.rep.error(it.init_pos, "E009", f"`{it.name.name}` is a stack: give its items as "
+                                                f"[bottom, ..., top]")
+            return None
+        if len(it.init) > length - 1:
+            self.rep.error(it.init_pos, "E009", f"`{it.name.name}` holds at most {length - 1} "
+                                                f"items, the initializer gives {len(it.init)}")
+            return None
+        words = [len(it.init)]
+        for lit in it.init:
+            try:
+                words.append(literal_word(lit.lit, it.spec.type, self.d.F))
+            except LiteralError as e:
+                self.rep.error(lit.pos, e.code, e.message)
+                return None
+        return words + [0] * (length - len(words))
+
     def func(self, it: FuncDecl) -> None:
         params: list[CellSym] = []
         seen: dict[str, CellSym] = {}
         for i, p in enumerate(it.params):
             length = (p.spec.length if p.spec.length is not None else -1) if p.spec.array else None
-            sym = CellSym(p.name.name, p.spec.type, length, MODE_P, i, "param", p.name.pos)
+            sym = CellSym(p.name.name, p.spec.type, length, MODE_P, i, "param", p.name.pos,
+                          p.spec.stack)
             if self._name_free(p.name, seen):
                 seen[sym.name] = sym
             params.append(sym)
         if not self._name_free(it.name, self.d.funcs):
             return
         sig = FuncSig(it.name.name, len(self.d.order), params, it)
-        _labels(it.body, sig.labels)
+        if it.body is not None:
+            _labels(it.body, sig.labels)
         self.d.funcs[sig.name] = sig
         self.d.order.append(sig)
 

@@ -74,18 +74,23 @@ class Reporter:
 
     def __init__(self) -> None:
         self.files: list[str] = []
-        self.sources: list[list[str]] = []
+        self.texts: list[str] = []           # the source of each file (lines are cut on demand)
         self.diagnostics: list[tuple[int, Diagnostic]] = []
+        self._seen: set[tuple] = set()
 
     def add_file(self, name: str, text: str) -> int:
         self.files.append(name)
-        from .lexer import source_lines
-        self.sources.append(source_lines(text))
+        self.texts.append(text)
         return len(self.files) - 1
 
     def error(self, pos: Pos, code: str, message: str) -> None:
-        lines = self.sources[pos.file] if 0 <= pos.file < len(self.sources) else []
-        src = lines[pos.line - 1] if 0 < pos.line <= len(lines) else ""
+        key = (pos, code, message)
+        if key in self._seen:          # a line lexed by both passes reports its errors once
+            return
+        self._seen.add(key)
+        from .lexer import source_line
+        text = self.texts[pos.file] if 0 <= pos.file < len(self.texts) else ""
+        src = source_line(text, pos.line) if pos.line > 0 else ""
         name = self.files[pos.file] if 0 <= pos.file < len(self.files) else "?"
         self.diagnostics.append((pos.file, Diagnostic(name, pos.line, pos.col, code, message, src)))
 

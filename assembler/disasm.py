@@ -13,7 +13,7 @@ import re
 from isa.functions import CMP_ALWAYS, CMP_SYMBOLS, cond_parts
 from isa.table import OPS
 from isa.types import NumType
-from rvm.program import MODE_G, MODE_L, MODE_N, MODE_P, MODE_X, Function, Program, operand_parts
+from isa.program import MODE_G, MODE_L, MODE_N, MODE_P, MODE_X, Function, Program, operand_parts
 
 from .lexer import escape
 from .literals import word_text
@@ -43,7 +43,9 @@ class _Names:
         return name
 
 
-def _type(t, length) -> str:
+def _type(t, length, stack: bool = False) -> str:
+    if stack:
+        return "stack" if length is None or length < 0 else f"stack[{length - 1}]"
     name = NumType(int(t)).name_
     return name if length is None else f"{name}[{length}]" if length >= 0 else f"{name}[]"
 
@@ -75,8 +77,11 @@ class Disassembler:
         for g in p.globals:
             name = self.cells.take(g.name, f"g{g.addr}")
             self.place(name, g.addr, g.length)
-            line = f"{g.role:<6} {name}: {_type(g.type, g.length)}"
-            if g.default is not None:
+            line = f"{g.role:<6} {name}: {_type(g.type, g.length, g.stack)}"
+            if g.default is not None and g.stack:
+                line += " = [" + ", ".join(word_text(int(w), g.type, self.F)
+                                           for w in g.default[1:1 + int(g.default[0])]) + "]"
+            elif g.default is not None:
                 line += " = " + self.values(g.default, g.type, g.length)
             self.out.append(line)
         for c in sorted(p.consts, key=lambda c: c.addr):
@@ -131,11 +136,11 @@ class Disassembler:
             if loc.offset > offset:
                 decls.append(self.var(names.take("pad", "pad"), 0, offset, loc.offset - offset))
             decls.append(self.var(names.take(loc.name, f"t{loc.offset}"), loc.type, loc.offset,
-                                  loc.length))
+                                  loc.length, loc.stack))
             offset = loc.offset + (1 if loc.length is None else loc.length)
         if f.frame_size > offset:
             decls.append(self.var(names.take("pad", "pad"), 0, offset, f.frame_size - offset))
-        params = ", ".join(f"{n}: {_type(q.type, (-1 if q.length is None else q.length) if q.is_array else None)}"
+        params = ", ".join(f"{n}: {_type(q.type, (-1 if q.length is None else q.length) if q.is_array else None, q.stack)}"
                            for n, q in zip(self.pnames, f.params))
         self.out.append("")
         self.out.append(f"func {self.fnames[i]}({params}) {{")
@@ -147,10 +152,10 @@ class Disassembler:
             self.out.append(f"{lab}: {text}" if lab else f"    {text}")
         self.out.append("}")
 
-    def var(self, name: str, t, offset: int, length: int | None) -> str:
+    def var(self, name: str, t, offset: int, length: int | None, stack: bool = False) -> str:
         for k in range(1 if length is None else length):
             self.local_at[offset + k] = (name, offset, length)
-        return f"var {name}: {_type(t, length)}"
+        return f"var {name}: {_type(t, length, stack)}"
 
     def global_refs(self, f: Function) -> set[int]:
         """Static addresses the function's instructions name (to avoid shadowing them)."""
@@ -217,8 +222,18 @@ class Disassembler:
         cmp, _ = cond_parts(int(cc))
         return f"{self.cell(a)} {CMP_SYMBOLS[cmp]} {self.cell(b)}"
 
+    def output(self, t) -> str:
+        """A trace of program output (show/print/printf) as its statement."""
+        lengths = t.lengths or [None] * len(t.operands)
+        ops = [self.cell(w) if n is None else self.array(w) for w, n in zip(t.operands, lengths)]
+        if t.style == "show":
+            return "show " + ", ".join(ops)
+        return f"{t.style} {escape(t.message)}" + "".join(", " + o for o in ops)
+
     def instruction(self, row: list[int]) -> str:
         op = OPS[row[0]]
+        if op.family == "trace" and self.p.traces[row[1]].style != "trace":
+            return self.output(self.p.traces[row[1]])
         vals = row[1:1 + len(op.operands)]
         texts: list[str] = []
         kw: dict[str, str] = {}
@@ -241,13 +256,19 @@ class Disassembler:
                     kw["call"] = f"{self.fnames[cs.func]}({args})"
                 elif kind == "trace":
                     t = self.p.traces[v]
-                    kw["trace"] = escape(t.message) + "".join(", " + self.cell(w)
-                                                              for w in t.operands)
+                    lengths = t.lengths or [None] * len(t.operands)
+                    kw["trace"] = escape(t.message) + "".join(
+                        ", " + (self.cell(w) if n is None else self.array(w))
+                        for w, n in zip(t.operands, lengths))
                 elif kind == "pc":
                     kw["label"] = self.labels[v]
+        if "msg" in ops:
+            m = ops["msg"]
+            kw["msg"] = f", {escape(self.p.traces[m - 1].message)}" if m else ""
         if "cc" in ops:
+            k = op.operands.index("cc")
             cc = ops["cc"]
-            a, b = vals[1], vals[2]
+            a, b = vals[k + 1], vals[k + 2]
             always = cond_parts(int(cc))[0] == CMP_ALWAYS
             kw["if"] = "" if always else " if " + self.cond(cc, a, b)
             if not always:

@@ -11,9 +11,9 @@ import os
 from collections.abc import Sequence
 
 from .diagnostics import Reporter
-from .lexer import tokenize
+from .lexer import TokenStream
 from .nodes import Include
-from .parser import parse
+from .parser import Parser
 
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
@@ -34,8 +34,9 @@ def _key(path: str) -> str:
 
 
 class Loader:
-    def __init__(self, rep: Reporter, include_paths: Sequence[str]):
+    def __init__(self, rep: Reporter, include_paths: Sequence[str], bodies: bool):
         self.rep = rep
+        self.bodies = bodies
         self.include_paths = tuple(include_paths)
         self.done: set[str] = set()
         self.stack: list[str] = []
@@ -49,7 +50,7 @@ class Loader:
         self.stack.append(key)
         self.done.add(key)
         items: list = []
-        for it in parse(tokenize(text, fi, self.rep), self.rep):
+        for it in Parser(TokenStream(text, fi, self.rep), self.rep).parse_file(self.bodies):
             if isinstance(it, Include):
                 items += self.include(it, filename)
             else:
@@ -78,6 +79,8 @@ class Loader:
         return self.load(text, os.path.normpath(found))
 
 
-def load_source(text: str, filename: str, include_paths: Sequence[str], rep: Reporter) -> list:
-    """Parse `text` (named `filename`) and its includes into one list of top-level items."""
-    return Loader(rep, include_paths).load(text, filename)
+def load_source(text: str, filename: str, include_paths: Sequence[str], rep: Reporter,
+                bodies: bool = False) -> list:
+    """Parse `text` (named `filename`) and its includes into one list of top-level items.
+    Function bodies are skipped (FuncDecl.body_at says where each starts) unless `bodies`."""
+    return Loader(rep, include_paths, bodies).load(text, filename)

@@ -46,7 +46,7 @@ def invert_program(program):
 
     Running the result forward is running the original backward (bit-exact for int, fixed and
     lns instructions).  Inputs and outputs swap roles; the memory layout is unchanged."""
-    from rvm.program import INPUT, OUTPUT
+    from isa.program import INPUT, OUTPUT
     inv = copy.deepcopy(program)
     for f in inv.functions:
         lo, hi = f.begin + 1, f.end

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from isa.functions import CMP_NEGATE, cond_word
 from isa.types import INT, NumType
-from rvm.program import MODE_G, MODE_N, MODE_P, MODE_X, operand
+from isa.program import MODE_G, MODE_N, MODE_P, MODE_X, operand
 
 from .diagnostics import Fail
 from .literals import Lit, LiteralError, literal_word

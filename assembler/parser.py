@@ -1,33 +1,58 @@
-"""Parser: tokens of one file -> top-level items (declarations and functions with their bodies).
+"""Parser: .rasm tokens -> top-level items, and function bodies -> statements.
 
-Instruction statements are matched against the shapes of the instruction table
-(assembler/shapes.py); every full match is kept and the code generator chooses the opcode.
-Structured sugar (if/from/for/with), declarations and labels are parsed here directly.
-A syntax error is reported and the parser resumes at the next statement.
+Declarations are parsed into nodes (nodes.py).  A function body is either parsed into a list of
+statements (`Parser.block`) or, on the assembler's main path, compiled as it is read
+(`Parser.stream_body`): each statement is handed to the code generator as soon as it is parsed
+and then dropped, so memory does not grow with the length of a function.  Pass 1 skips bodies
+with a brace count over the raw lines (`skip_body`) and remembers where each one starts.
+
+Expressions (docs/rasm.md, "Expressions"), lowest precedence first:
+    ||    &&    == != < <= > >= (no chains)    |    ^    &    << >>    + -    * / %
+    unary - ~ !    primary: literal, name, a[e], len(a), f(e, ...), (e)
+Instruction statements with a leading keyword (`inc y`, `rot x, y, t`, `call f(...)`) are
+matched against the shapes of the instruction table (assembler/shapes.py); every full match is
+kept and the code generator chooses the opcode.  A syntax error is reported and the parser
+resumes at the next statement.
 """
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
+
 from isa.functions import CMP_BY_SYMBOL
-from isa.types import TYPE_BY_NAME
+from isa.types import INT, TYPE_BY_NAME
 
 from .diagnostics import Fail, Pos, Reporter
-from .lexer import DIRECTIVE, EOF, INT, NAME, NEWLINE, PUNCT, RAW, REAL, STRING, Token
+from .lexer import DIRECTIVE, EOF, INT as T_INT, NAME, NEWLINE, PUNCT, RAW, REAL, STRING, Token
+from .lexer import TokenStream, line_tokens
 from .literals import Lit
-from .nodes import (CallExpr, Cond, Decl, Delocal, FixedDirective, For, From, FuncDecl, If,
-                    Include, Index, Instr, Label, Len, Literal, LocalDecl, Match, Name, ParamDecl,
-                    Recovered, TraceExpr, TypeSpec, With)
+from .nodes import (Binary, Call, CallExpr, Compare, Decl, Delocal, FixedDirective, For, From,
+                    FuncDecl, If, Include, Index, Instr, Label, Len, Literal, LocalDecl, Logic,
+                    Match, Name, ParamDecl, Recovered, Show, StackOp, Swap, TraceExpr, TypeSpec,
+                    Unary, Update, With)
 from .shapes import BY_LEAD, MNEMONICS, TABLE_WORDS, Shape
 
 ROLES = ("input", "output", "inout", "global", "const")
 LANGUAGE_WORDS = frozenset({"func", "include", "local", "delocal", "var", "if", "else", "fi",
-                            "from", "loop", "until", "for", "in", "with", "do", "len", *ROLES})
+                            "from", "loop", "until", "for", "in", "with", "do", "len", "show",
+                            "print", "printf", *ROLES})
 KEYWORDS: frozenset[str] = LANGUAGE_WORDS | TABLE_WORDS
 MAX_LENGTH = 1 << 32          # cells in one array
-MAX_DEPTH = 100               # nesting of blocks
+MAX_DEPTH = 100               # nesting of blocks (and of parentheses in an expression)
 _CONTINUATIONS = ("else", "fi", "loop", "until", "do")
-UPDATE_OPS = tuple(sorted({str(v) for sh in BY_LEAD[None] for k, v in sh.elems
-                           if k == "word" and str(v).endswith("=")}))
+_STRUCTURED = ("if", "from", "for", "with")
+UPDATE_OPS = ("*=", "+=", "-=", "/=", "^=")
 _UPDATE = "an update (" + ", ".join(UPDATE_OPS) + ")"
+
+# binary operators: symbol -> (precedence, node kind); higher binds tighter
+BINARY: dict[str, tuple[int, str]] = {
+    "||": (1, "logic"), "&&": (2, "logic"),
+    "==": (3, "cmp"), "!=": (3, "cmp"), "<": (3, "cmp"), "<=": (3, "cmp"), ">": (3, "cmp"),
+    ">=": (3, "cmp"),
+    "|": (4, "bin"), "^": (5, "bin"), "&": (6, "bin"), "<<": (7, "bin"), ">>": (7, "bin"),
+    "+": (8, "bin"), "-": (8, "bin"), "*": (9, "bin"), "/": (9, "bin"), "%": (9, "bin"),
+}
+UNARY = ("-", "~", "!")
 
 
 class ParseFail(Fail):
@@ -38,30 +63,34 @@ class ParseFail(Fail):
         self.tok = tok
 
 
+@dataclass(frozen=True)
+class BodyRef:
+    """Where a function body starts in its file: the line holding its `{` and that brace's
+    column (pass 2 starts a token stream there)."""
+    file: int
+    offset: int                 # of the start of the line
+    line: int
+    col: int
+
+
 class Parser:
-    def __init__(self, toks: list[Token], rep: Reporter):
-        self.toks = toks
-        self.n = len(toks)
+    def __init__(self, ts: TokenStream, rep: Reporter, fast: bool = False):
+        self.ts = ts
+        self.peek = ts.peek             # the cursor is the stream's (no extra call per token)
+        self.next = ts.next
         self.rep = rep
-        self.i = 0
         self.depth = 0
+        self.fast = None
+        if fast:
+            from .fastpath import FastPath
+            self.fast = FastPath(ts.file)
 
-    # ---- cursor ---------------------------------------------------------------------------
-    def peek(self, k: int = 0) -> Token:
-        j = self.i + k
-        return self.toks[j] if j < self.n else self.toks[-1]
-
-    def next(self) -> Token:
-        t = self.peek()
-        if t.kind != EOF:
-            self.i += 1
-        return t
-
+    # ---- cursor (peek and next are the stream's) -------------------------------------------
     def at(self, text: str, k: int = 0) -> bool:
-        return self.peek(k).is_(text)
+        return self.ts.peek(k).is_(text)
 
     def accept(self, text: str) -> Token | None:
-        return self.next() if self.at(text) else None
+        return self.ts.next() if self.ts.peek().is_(text) else None
 
     def expect(self, text: str) -> Token:
         if not self.at(text):
@@ -111,7 +140,9 @@ class Parser:
             self.next()
 
     # ---- files ----------------------------------------------------------------------------
-    def parse_file(self) -> list:
+    def parse_file(self, bodies: bool = True) -> list:
+        """Top-level items; with bodies=False function bodies are skipped (FuncDecl.body_at
+        says where each starts)."""
         items = []
         while True:
             self.skip_newlines()
@@ -122,19 +153,19 @@ class Parser:
                 if t.is_("}"):
                     self.next()
                     raise Fail(t.pos, "E001", "unmatched `}`")
-                items.append(self.top_item())
+                items.append(self.top_item(bodies))
             except Fail as f:
                 self.rep.fail(f)
                 self.recover()
 
-    def top_item(self):
+    def top_item(self, bodies: bool = True):
         t = self.peek()
         if t.kind == DIRECTIVE:
             self.next()
             if t.text != ".fixed":
                 raise Fail(t.pos, "E001", f"unknown directive `{t.text}`")
             n = self.peek()
-            if n.kind != INT:
+            if n.kind != T_INT:
                 raise ParseFail(n, "the number of fraction bits")
             self.next()
             self.end_stmt()
@@ -150,7 +181,7 @@ class Parser:
         if t.kind == NAME and t.text in ROLES:
             return self.declaration()
         if t.is_("func"):
-            return self.function()
+            return self.function(bodies)
         if t.kind == NAME and t.text not in KEYWORDS and self.peek(1).is_("("):
             raise Fail(t.pos, "E001", "a function needs `func` before its name")
         raise ParseFail(t, "a declaration (input, output, inout, global, const, func, "
@@ -158,6 +189,8 @@ class Parser:
 
     def type_spec(self, allow_open: bool = False) -> TypeSpec:
         t = self.peek()
+        if t.kind == NAME and t.text == "stack":
+            return self.stack_spec(allow_open)
         if t.kind != NAME or t.text not in TYPE_BY_NAME:
             raise ParseFail(t, "a type (int, fixed, lns or float)")
         self.next()
@@ -165,7 +198,7 @@ class Parser:
         if self.accept("["):
             spec.array = True
             n = self.peek()
-            if n.kind == INT:
+            if n.kind == T_INT:
                 self.next()
                 if not 1 <= int(n.value) <= MAX_LENGTH:
                     raise Fail(n.pos, "E006", f"array length {n.text} is not in 1..{MAX_LENGTH}")
@@ -175,6 +208,23 @@ class Parser:
             self.expect("]")
         return spec
 
+    def stack_spec(self, allow_open: bool) -> TypeSpec:
+        """`stack[n]`: a stack of at most n ints (a parameter may say just `stack`)."""
+        t = self.next()
+        spec = TypeSpec(t.pos, INT, array=True, stack=True)
+        if self.accept("["):
+            n = self.peek()
+            if n.kind != T_INT:
+                raise ParseFail(n, "the capacity of the stack")
+            self.next()
+            if not 1 <= int(n.value) < MAX_LENGTH:
+                raise Fail(n.pos, "E006", f"stack capacity {n.text} is not in 1..{MAX_LENGTH - 1}")
+            spec.length = int(n.value) + 1        # cell 0 holds the size
+            self.expect("]")
+        elif not allow_open:
+            raise ParseFail(self.peek(), "`[` and the capacity of the stack")
+        return spec
+
     def literal(self) -> Literal:
         t = self.peek()
         neg = False
@@ -182,9 +232,9 @@ class Parser:
             self.next()
             neg = True
             t = self.peek()
-            if t.kind not in (INT, REAL):
+            if t.kind not in (T_INT, REAL):
                 raise ParseFail(t, "a number after `-`")
-        if t.kind == INT:
+        if t.kind == T_INT:
             self.next()
             text = t.text
             radix = 16 if text[:2].lower() == "0x" else 2 if text[:2].lower() == "0b" else 10
@@ -220,7 +270,7 @@ class Parser:
         self.end_stmt()
         return decl
 
-    def function(self) -> FuncDecl:
+    def function(self, bodies: bool = True) -> FuncDecl:
         kw = self.next()
         name = self.name("a function name", keyword_ok=True)
         self.expect("(")
@@ -233,18 +283,113 @@ class Parser:
                 if not self.accept(","):
                     break
         self.expect(")")
-        body, end = self.block()
+        if bodies:
+            body, end = self.block()
+            self.end_stmt()
+            return FuncDecl(kw.pos, name, params, body, end)
+        self.skip_newlines()
+        brace = self.peek()
+        if not brace.is_("{"):
+            raise ParseFail(brace, "`{`")
+        ref = BodyRef(self.ts.file, self.ts.start_of(brace.pos.line), brace.pos.line,
+                      brace.pos.col)
+        end = self.skip_body()
         self.end_stmt()
-        return FuncDecl(kw.pos, name, params, body, end)
+        return FuncDecl(kw.pos, name, params, None, end, ref)
 
-    # ---- blocks and statements ------------------------------------------------------------
-    def block(self) -> tuple[list, Pos]:
-        """`{ statements }`; returns the statements and the position of the closing brace."""
+    def skip_body(self) -> Pos:
+        """Skip from a body's `{` to its matching `}`; returns the position of that brace.
+        Lines without strings or comments are counted without making tokens."""
+        ts = self.ts
+        level = 0
+        while True:                              # the tokens already made
+            t = ts.peek()
+            if t.kind == EOF:
+                self.rep.error(t.pos, "E001", "expected `}`, found end of file")
+                return t.pos
+            ts.next()
+            if t.is_("{"):
+                level += 1
+            elif t.is_("}"):
+                level -= 1
+                if level == 0:
+                    return t.pos
+            elif t.kind == NEWLINE and ts.i >= len(ts.toks):
+                break
+        text = ts.text
+        # the raw text: a regular expression finds the next brace, string or comment, so
+        # lines without any are skipped without being looked at one by one
+        pos, start = ts.offset, ts.offset
+        line_start, line_level, next_line = -1, level, pos
+        closing = None
+        search = _SKIP.search
+        while True:
+            m = search(text, pos)
+            if m is None:
+                break
+            p, c = m.start(), m.group()
+            if p >= next_line:                   # the first mark on a new line
+                line_start = text.rfind("\n", 0, p) + 1
+                line_level = level
+                nl = text.find("\n", p)
+                next_line = len(text) if nl < 0 else nl + 1
+            if c == "{":
+                level += 1
+            elif c == "}":
+                level -= 1
+                if level == 0:
+                    closing = line_start
+                    break
+            elif c == '"':
+                q = _STRING.match(text, p)
+                if q is not None:
+                    pos = q.end()
+                    continue
+                pos = next_line
+                continue
+            else:                                # ; or #: a comment to the end of the line
+                pos = next_line
+                continue
+            pos = p + 1
+        if closing is None:
+            ts.line += text.count("\n", start)
+            ts.offset = len(text)
+            t = ts.peek()
+            self.rep.error(t.pos, "E001", "expected `}`, found end of file")
+            return t.pos
+        ts.line += text.count("\n", start, closing)
+        ts.offset = closing
+        level = line_level                       # read the closing line as tokens
+        while True:
+            t = ts.next()
+            if t.kind == EOF:
+                break
+            if t.is_("{"):
+                level += 1
+            elif t.is_("}"):
+                level -= 1
+                if level == 0:
+                    return t.pos
+        t = ts.peek()
+        self.rep.error(t.pos, "E001", "expected `}`, found end of file")
+        return t.pos
+
+    # ---- blocks and statements (as nodes) --------------------------------------------------
+    def open_block(self) -> bool:
+        """Read a block's `{`; False (reported) when blocks nest too deep."""
         self.skip_newlines()
         opening = self.expect("{")
         if self.depth >= MAX_DEPTH:
             self.rep.error(opening.pos, "E001", f"blocks nested more than {MAX_DEPTH} deep")
-            return [], self.skip_balanced()
+            self.skip_balanced()
+            return False
+        return True
+
+    def block(self) -> tuple[list, Pos]:
+        """`{ statements }`; returns the statements and the position of the closing brace."""
+        self.skip_newlines()
+        if not self.open_block():
+            return [], self.peek().pos
         self.depth += 1
         try:
             return self.statements()
@@ -290,193 +435,485 @@ class Parser:
         while self.peek(k).kind == NEWLINE:
             k += 1
         if self.peek(k).is_(word):
-            self.i += k
+            for _ in range(k):
+                self.next()
             return self.next()
         return None
 
     def statement(self):
         t = self.peek()
-        if t.kind == NAME and self.peek(1).is_(":") and t.text not in KEYWORDS:
-            self.next()
-            self.next()
-            return Label(t.pos, t.text)
-        if t.kind == NAME and t.text in ("local", "var"):
-            self.next()
-            name = self.name()
-            self.expect(":")
-            spec = self.type_spec()
-            self.end_stmt()
-            return LocalDecl(t.pos, name, spec, t.text == "local")
-        if t.is_("delocal"):
-            self.next()
-            name = self.name()
-            self.end_stmt()
-            return Delocal(t.pos, name)
-        if t.is_("if"):
-            return self.if_stmt()
-        if t.is_("from"):
-            return self.from_stmt()
-        if t.is_("for"):
-            return self.for_stmt()
-        if t.is_("with"):
-            return self.with_stmt()
-        if t.kind == NAME and t.text in _CONTINUATIONS:
-            raise Fail(t.pos, "E001", f"`{t.text}` without the statement it continues")
-        if t.kind == NAME and t.text in LANGUAGE_WORDS:
-            raise Fail(t.pos, "E001", f"`{t.text}` cannot start a statement here")
-        return self.instr()
+        if t.kind == NAME:
+            word = t.text
+            if self.peek(1).is_(":") and word not in KEYWORDS:
+                self.next()
+                self.next()
+                return Label(t.pos, word)
+            if word in _STRUCTURED:
+                return self.structured(None, word)
+        return self.simple()
 
-    def if_stmt(self) -> If:
+    def simple(self):
+        """A statement that is not structured sugar."""
+        t = self.peek()
+        if t.kind == NAME:
+            word = t.text
+            if word in ("local", "var"):
+                return self.local_decl()
+            if word == "delocal":
+                self.next()
+                name = self.name()
+                value = self.expr() if self.accept("=") else None
+                self.end_stmt()
+                return Delocal(t.pos, name, value)
+            if word in ("show", "print", "printf"):
+                return self.show(t)
+            if word in _CONTINUATIONS:
+                raise Fail(t.pos, "E001", f"`{word}` without the statement it continues")
+            if word in LANGUAGE_WORDS:
+                raise Fail(t.pos, "E001", f"`{word}` cannot start a statement here")
+            if word in MNEMONICS:
+                return self.instr()
+            if word not in KEYWORDS:
+                return self.update()
+        return self.update()
+
+    def show(self, t: Token) -> Show:
+        """`show a, b[i], arr`, `print "text"`, `printf "format", a, b`: program output."""
+        self.next()
+        message, fmt, ops = "", None, []
+        if t.text != "show":
+            s = self.peek()
+            if s.kind != STRING:
+                raise ParseFail(s, "a message in quotes")
+            self.next()
+            if t.text == "print":
+                message = s.text
+            else:
+                fmt = s.text
+            while self.accept(","):
+                ops.append(self.expr())
+        else:
+            ops.append(self.expr())
+            while self.accept(","):
+                ops.append(self.expr())
+        self.end_stmt()
+        return Show(t.pos, ops, message, fmt)
+
+    def local_decl(self) -> LocalDecl:
+        t = self.next()
+        name = self.name()
+        self.expect(":")
+        spec = self.type_spec()
+        init = None
+        if self.at("="):
+            eq = self.next()
+            if t.text == "var":
+                raise Fail(eq.pos, "E001", "`var` declares cells without code: it takes no value")
+            init = self.expr()
+        self.end_stmt()
+        return LocalDecl(t.pos, name, spec, t.text == "local", init)
+
+    # ---- structured statements: as nodes (cg None) or compiled as they are read ------------
+    def body(self, cg) -> tuple[list | None, Pos]:
+        """A block: parsed into statements (cg None) or compiled into cg."""
+        if cg is None:
+            return self.block()
+        self.skip_newlines()
+        if not self.open_block():
+            return None, self.peek().pos
+        self.depth += 1
+        try:
+            return None, self.stream_statements(cg)
+        finally:
+            self.depth -= 1
+
+    def condition(self):
+        """An expression used as a condition (`=` after it is a likely `==`)."""
+        e = self.expr()
+        t = self.peek()
+        if t.is_("="):
+            raise Fail(t.pos, "E001", "`=` is not a comparison: write `==`")
+        return e
+
+    def header(self, parse):
+        """Parse a statement header; on an error report it and return None (the blocks are
+        still read, and compiled to be checked)."""
+        try:
+            return parse()
+        except Fail as f:
+            self.rep.fail(f)
+            while not self.at("{") and self.peek().kind not in (NEWLINE, EOF):
+                self.next()
+            return None
+
+    def structured(self, cg, word: str):
+        """if/from/for/with: a node (cg None) or compiled into cg as it is read.  A handle the
+        code generator opened is closed (`abort`) if the statement fails half way."""
+        box: list = []
+        try:
+            return getattr(self, f"_{word}")(cg, box)
+        except Fail:
+            if box and box[0] is not None:
+                cg.abort(box[0])
+            raise
+
+    def _if(self, cg, box):
         kw = self.next()
-        cond = self.cond()
-        then, close = self.block()
+        cond = self.header(self.condition)
+        h = cg.if_begin(cond, kw.pos) if cg is not None and cond is not None else None
+        box.append(h)
+        then, close = self.body(cg)
         else_pos, els = None, None
         e = self.continuation("else")
         if e:
             else_pos = e.pos
-            els, close = self.block()
+            if h is not None:
+                cg.if_else(h, e.pos)
+            els, close = self.body(cg)
+            if els is None:
+                els = []
         fi_pos, fi_cond = close, None
         f = self.continuation("fi")
         if f:
             fi_pos = f.pos
-            fi_cond = self.cond()
+            fi_cond = self.condition()
+        if h is not None:
+            box.clear()
+            cg.if_end(h, fi_cond, fi_pos)
         self.end_stmt()
-        return If(kw.pos, cond, then, else_pos, els, fi_pos, fi_cond)
+        if cg is None:
+            if cond is None:
+                return Recovered(kw.pos, then + (els or []))
+            return If(kw.pos, cond, then, else_pos, els, fi_pos, fi_cond)
+        return None
 
-    def from_stmt(self) -> From:
+    def _from(self, cg, box):
         kw = self.next()
-        cond = self.cond()
-        body, _ = self.block()
+        cond = self.header(self.condition)
+        h = cg.from_begin(cond, kw.pos) if cg is not None and cond is not None else None
+        box.append(h)
+        body, _ = self.body(cg)
         loop_pos, loop = None, []
         lp = self.continuation("loop")
         if lp:
             loop_pos = lp.pos
-            loop, _ = self.block()
+            loop, _ = self.block()              # compiled after `until`: it follows the test
         u = self.continuation("until")
         if u is None:
             raise ParseFail(self.peek(), "`until` after the loop body")
-        until = self.cond()
+        until = self.condition()
+        if h is not None:
+            box.clear()
+            cg.from_end(h, until, u.pos, loop)
+        elif cg is not None:
+            cg.block(loop)
         self.end_stmt()
-        return From(kw.pos, cond, body, loop_pos, loop, u.pos, until)
+        if cg is None:
+            if cond is None:
+                return Recovered(kw.pos, body + loop)
+            return From(kw.pos, cond, body, loop_pos, loop, u.pos, until)
+        return None
 
-    def for_stmt(self) -> For:
+    def _for(self, cg, box):
         kw = self.next()
-        var = self.name("a loop counter name")
-        self.expect("in")
-        lo = self.operand()
-        self.expect("..")
-        hi = self.operand()
-        body, close = self.block()
+
+        def head():
+            var = self.name("a loop counter name")
+            self.expect("in")
+            lo = self.expr()
+            self.expect("..")
+            return var, lo, self.expr()
+        parts = self.header(head)
+        h = cg.for_begin(*parts, kw.pos) if cg is not None and parts is not None else None
+        box.append(h)
+        body, close = self.body(cg)
+        if h is not None:
+            box.clear()
+            cg.for_end(h, close)
         self.end_stmt()
-        return For(kw.pos, var, lo, hi, body, close)
+        if cg is None:
+            if parts is None:
+                return Recovered(kw.pos, body)
+            return For(kw.pos, parts[0], parts[1], parts[2], body, close)
+        return None
 
-    def with_stmt(self) -> With:
+    def _with(self, cg, box):
         kw = self.next()
-        body, _ = self.block()
+        h = cg.with_begin(kw.pos) if cg is not None else None
+        box.append(h)
+        body, _ = self.body(cg)
         d = self.continuation("do")
         if d is None:
             raise ParseFail(self.peek(), "`do` after the `with` block")
-        do, close = self.block()
+        if h is not None:
+            cg.with_do(h, d.pos)
+        do, close = self.body(cg)
+        if h is not None:
+            box.clear()
+            cg.with_end(h, close)
         self.end_stmt()
-        return With(kw.pos, body, d.pos, do, close)
+        if cg is None:
+            return With(kw.pos, body, d.pos, do, close)
+        return None
 
-    # ---- operands -------------------------------------------------------------------------
-    def operand(self):
+    # ---- streaming ---------------------------------------------------------------------------
+    def stream_body(self, cg) -> Pos:
+        """Compile a function body from its `{` (already peeked) into cg; returns the position
+        of the closing brace."""
+        self.skip_newlines()
+        self.expect("{")
+        self.depth = 1
+        return self.stream_statements(cg)
+
+    def stream_statements(self, cg) -> Pos:
+        ts = self.ts
+        fast = self.fast
+        while True:
+            if fast is not None:
+                fast.run(ts, cg)
+                line = ts.raw_line()
+                if line is not None:
+                    node = fast.line(line, ts.line)
+                    if node is not None:
+                        ts.skip_line(line)
+                        if node is not True:
+                            try:
+                                cg.stmt(node)
+                            except Fail as f:
+                                self.rep.fail(f)
+                        continue
+            self.skip_newlines()
+            t = self.peek()
+            if t.is_("}"):
+                self.next()
+                return t.pos
+            if t.kind == EOF:
+                self.rep.error(t.pos, "E001", "expected `}`, found end of file")
+                return t.pos
+            try:
+                if t.kind == NAME and t.text in _STRUCTURED and not self.peek(1).is_(":"):
+                    self.structured(cg, t.text)
+                    continue
+                node = self.statement()
+            except Fail as f:
+                self.rep.fail(f)
+                kept = self.recover()
+                if kept:
+                    cg.block(kept)
+                continue
+            try:
+                cg.stmt(node)                   # the statement is read whole: no recovery
+            except Fail as f:
+                self.rep.fail(f)
+
+    # ---- expressions ----------------------------------------------------------------------
+    def expr(self, min_prec: int = 1):
+        """An expression whose binary operators bind at least as tightly as min_prec."""
+        left = self.unary()
+        while True:
+            t = self.peek()
+            if t.kind != PUNCT:
+                return left
+            info = BINARY.get(t.text)
+            if info is None or info[0] < min_prec:
+                return left
+            prec, kind = info
+            self.next()
+            if kind == "cmp":
+                right = self.expr(prec + 1)
+                nxt = self.peek()
+                if nxt.kind == PUNCT and BINARY.get(nxt.text, (0, ""))[1] == "cmp":
+                    raise Fail(nxt.pos, "E001", "comparisons do not chain: write "
+                                                "`a < b && b < c`")
+                left = Compare(left.pos, CMP_BY_SYMBOL[t.text], left, right)
+            elif kind == "logic":
+                left = Logic(t.pos, t.text, left, self.expr(prec + 1))
+            else:
+                left = Binary(t.pos, t.text, left, self.expr(prec + 1))
+
+    def unary(self):
         t = self.peek()
-        if t.kind in (INT, REAL, RAW) or t.is_("-"):
-            return self.literal()
-        if t.is_("len") and self.peek(1).is_("("):
+        if t.kind == PUNCT and t.text in UNARY:
             self.next()
+            n = self.peek()
+            if t.text == "-" and n.kind in (T_INT, REAL):
+                return self.literal_after_minus(t)
+            self.enter(t)
+            try:
+                return Unary(t.pos, t.text, self.unary())
+            finally:
+                self.depth -= 1
+        return self.primary()
+
+    def literal_after_minus(self, minus: Token) -> Literal:
+        """`-5`, `-2.5`: a negative literal (so `y += -1` is an immediate, as before)."""
+        t = self.next()
+        if t.kind == T_INT:
+            text = t.text
+            radix = 16 if text[:2].lower() == "0x" else 2 if text[:2].lower() == "0b" else 10
+            return Literal(minus.pos, Lit("int", -int(t.value), "-" + text, radix))
+        return Literal(minus.pos, Lit("real", "-" + t.text, "-" + t.text))
+
+    def enter(self, t: Token) -> None:
+        if self.depth >= MAX_DEPTH + 100:
+            raise Fail(t.pos, "E001", "expression nested too deep")
+        self.depth += 1
+
+    def primary(self):
+        t = self.peek()
+        kind = t.kind
+        if kind == NAME:
+            word = t.text
+            nxt = self.peek(1)
+            if word == "len" and nxt.is_("("):
+                self.next()
+                self.next()
+                n = self.name("an array name")
+                self.expect(")")
+                return Len(t.pos, n.name)
+            if word in KEYWORDS and not (nxt.is_("(") and word in TYPE_BY_NAME):
+                raise ParseFail(t, "an operand")
             self.next()
-            n = self.name("an array name")
-            self.expect(")")
-            return Len(t.pos, n.name)
-        if t.kind == NAME and t.text not in KEYWORDS:
-            self.next()
-            if self.accept("["):
-                idx = self.operand()
+            if nxt.is_("["):
+                self.next()
+                self.enter(t)
+                try:
+                    idx = self.expr()
+                finally:
+                    self.depth -= 1
                 self.expect("]")
-                return Index(t.pos, t.text, idx)
-            return Name(t.pos, t.text)
+                return Index(t.pos, word, idx)
+            if nxt.is_("("):
+                self.next()
+                args = []
+                self.enter(t)
+                try:
+                    if not self.at(")"):
+                        args.append(self.expr())
+                        while self.accept(","):
+                            args.append(self.expr())
+                finally:
+                    self.depth -= 1
+                self.expect(")")
+                return Call(t.pos, word, args)
+            return Name(t.pos, word)
+        if kind in (T_INT, REAL, RAW):
+            return self.literal()
+        if t.is_("("):
+            self.next()
+            self.enter(t)
+            try:
+                e = self.expr()
+            finally:
+                self.depth -= 1
+            self.expect(")")
+            return e
         raise ParseFail(t, "an operand")
 
-    def cond(self) -> Cond:
-        left = self.operand()
+    # ---- update statements ----------------------------------------------------------------
+    def update(self):
+        first = self.peek()
+        if first.kind == NAME and first.text not in KEYWORDS:
+            second = self.peek(1)
+            if second.kind in (NAME, T_INT, REAL, RAW) or self.at_stmt_end(1):
+                raise Fail(first.pos, "E012", f"unknown instruction `{first.text}`")
+        if first.kind not in (NAME, T_INT, REAL, RAW) and not first.is_("-"):
+            raise ParseFail(first, "a statement")
+        target = self.unary()
         t = self.peek()
-        if t.kind != PUNCT or t.text not in CMP_BY_SYMBOL:
-            raise ParseFail(t, "a comparison (==, !=, <, <=, >, >=)")
-        self.next()
-        right = self.operand()
-        return Cond(left.pos, CMP_BY_SYMBOL[t.text], left, right)
+        if t.kind == PUNCT and t.text in UPDATE_OPS:
+            self.next()
+            e = self.expr()
+            self.end_stmt()
+            return Update(first.pos, target, t.text, t.pos, e)
+        if t.is_("<=>"):
+            self.next()
+            other = self.unary()
+            self.end_stmt()
+            return Swap(first.pos, target, other)
+        raise ParseFail(t, _UPDATE)
 
     # ---- instruction statements -------------------------------------------------------------
-    def instr(self) -> Instr:
-        start = self.i
-        end = start
-        while not self.at_stmt_end(end - start):
-            end += 1
+    def instr(self):
         first = self.peek()
-        lead = first.text if first.kind == NAME and first.text in MNEMONICS else None
-        present = {t.text for t in self.toks[start:end] if t.kind in (NAME, PUNCT)}
-        likely = [s for s in BY_LEAD[lead] if s.words <= present]
-        matches, _ = self.match_all(likely, start, end)
-        if matches:
-            self.i = end
+        lead = first.text
+        if lead in ("push", "pop") and self._stack_form():
+            self.next()
+            cell = self.unary()
+            self.expect(",")
+            stack = self.name("a stack")
             self.end_stmt()
-            return Instr(first.pos, matches)
-        _, best = self.match_all(BY_LEAD[lead], start, end)    # for the best message
-        self.i = start
-        second = self.peek(1)
-        if lead is None and first.kind == NAME and first.text not in KEYWORDS and \
-                (second.kind in (NAME, INT, REAL, RAW) or self.at_stmt_end(1)):
-            raise Fail(first.pos, "E012", f"unknown instruction `{first.text}`")
+            return StackOp(first.pos, lead, cell, stack)
+        ts = self.ts
+        ts.pinned += 1                  # indices into the token buffer stay valid
+        try:
+            start = ts.i
+            matches, best = [], None
+            for shape in BY_LEAD[lead]:
+                ts.i = start
+                try:
+                    matches.append((self.match(shape), ts.i))
+                except Fail as f:
+                    if best is None or (f.pos.line, f.pos.col) > (best.pos.line, best.pos.col):
+                        best = f
+        finally:
+            ts.pinned -= 1
+        if matches:
+            ends = {end for _, end in matches}
+            self.ts.i = max(ends)
+            self.end_stmt()
+            return Instr(first.pos, [m for m, end in matches if end == max(ends)])
+        self.ts.i = start
         if best is None:
             raise ParseFail(first, "a statement")
         raise best
 
-    def match_all(self, shapes, start: int, end: int) -> tuple[list[Match], Fail | None]:
-        """Every full match of the statement [start, end) among `shapes`, and the failure
-        that got furthest."""
-        matches, best = [], None
-        for shape in shapes:
-            self.i = start
-            try:
-                matches.append(self.match(shape, end))
-            except Fail as f:
-                if best is None or (f.pos.line, f.pos.col) > (best.pos.line, best.pos.col):
-                    best = f
-        return matches, best
+    def _stack_form(self) -> bool:
+        """Is this `push x, s` / `pop x, s` (a named stack) rather than `push x`?"""
+        k, level = 1, 0
+        while not self.at_stmt_end(k):
+            t = self.peek(k)
+            if t.is_("[") or t.is_("("):
+                level += 1
+            elif t.is_("]") or t.is_(")"):
+                level -= 1
+            elif t.is_(",") and level == 0:
+                return True
+            k += 1
+        return False
 
-    def match(self, shape: Shape, end: int) -> Match:
+    def match(self, shape: Shape) -> Match:
         m = Match(shape)
         for kind, val in shape.elems:
             t = self.peek()
             if kind == "word":
-                if not t.is_(str(val)) or self.i >= end:
+                if not t.is_(str(val)):
                     raise ParseFail(t, _UPDATE if str(val) in UPDATE_OPS else f"`{val}`")
                 self.next()
             elif kind == "opnd":
-                m.operands[int(val)] = self.operand()
-            elif kind == "fn":
-                if t.kind != NAME or t.text in KEYWORDS or not self.peek(1).is_("("):
-                    raise ParseFail(t, "a function name")
-                self.next()
-                m.fn = Name(t.pos, t.text)
+                m.operands[int(val)] = self.expr()
             elif kind == "label":
                 m.label = self.name("a label")
             elif kind == "if":
                 if self.accept("if"):
-                    m.cond = self.cond()
+                    m.cond = self.expr()
             elif kind == "cond":
-                m.cond = self.cond()
+                m.cond = self.expr()
+            elif kind == "msg":
+                if self.accept(","):
+                    s = self.peek()
+                    if s.kind != STRING:
+                        raise ParseFail(s, "a message in quotes")
+                    self.next()
+                    m.message = s.text
             elif kind == "call":
                 n = self.name("a function name", keyword_ok=True)
                 self.expect("(")
                 args = []
                 if not self.at(")"):
-                    args.append(self.operand())
+                    args.append(self.expr())
                     while self.accept(","):
-                        args.append(self.operand())
+                        args.append(self.expr())
                 self.expect(")")
                 m.call = CallExpr(n.pos, n.name, args)
             elif kind == "trace":
@@ -485,15 +922,26 @@ class Parser:
                 self.next()
                 ops = []
                 while self.accept(","):
-                    ops.append(self.operand())
+                    ops.append(self.expr())
                 m.trace = TraceExpr(t.pos, t.text, ops)
-            if self.i > end:
-                raise ParseFail(self.toks[end], "more")
-        if self.i != end:
+            elif kind == "fn":
+                raise ParseFail(t, "a statement")
+        if not self.at_stmt_end():
             raise ParseFail(self.peek(), "end of statement")
         return m
 
 
-def parse(toks: list[Token], rep: Reporter) -> list:
-    """Parse one file's tokens into top-level items; errors go to `rep`."""
-    return Parser(toks, rep).parse_file()
+_SKIP = re.compile(r'[{}";#]')
+_STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"')
+
+
+class _Quiet(Reporter):
+    """Swallows lexical errors while pass 1 only counts braces (pass 2 reports them)."""
+
+    def error(self, pos, code, message) -> None:
+        pass
+
+
+def parse(text: str, file: int, rep: Reporter) -> list:
+    """Parse one file's text into top-level items, bodies included (tools and tests)."""
+    return Parser(TokenStream(text, file, rep), rep).parse_file(bodies=True)

@@ -23,7 +23,7 @@ import numpy as np
 from isa.table import OPS, ROW_WIDTH
 from isa.types import INT64_MAX, INT64_MIN, TYPE_BY_NAME, TYPE_NAMES, NumType
 from rvm.errors import FormatError, InvalidBytecode
-from rvm.program import (Arg, CallSite, Const, Function, Global, Local, Param, Program, Trace,
+from isa.program import (Arg, CallSite, Const, Function, Global, Local, Param, Program, Trace,
                          XEntry)
 from rvm.verify import verify
 
@@ -31,8 +31,8 @@ __all__ = ["dump", "load_bytes", "write", "read", "MAGIC", "FORMAT_VERSION",
            "SUPPORTED_VERSIONS"]
 
 MAGIC = b"RVMBC\x00"
-FORMAT_VERSION = 1
-SUPPORTED_VERSIONS = (1,)
+FORMAT_VERSION = 2
+SUPPORTED_VERSIONS = (1, 2)     # 2 adds stacks and the names/lengths/style of traces
 _HEADER = struct.Struct("<6sHHQQ")       # magic, version, flags, metadata length, data length
 _TRAILER = struct.Struct("<I")           # CRC-32
 HEADER_SIZE = _HEADER.size               # 26
@@ -57,6 +57,17 @@ def _opt_int(x) -> int | None:
     return None if x is None else int(x)
 
 
+def _trace_meta(t: Trace) -> dict:
+    out = {"message": t.message, "operands": _ints(t.operands)}
+    if t.names is not None:
+        out["names"] = list(t.names)
+    if t.lengths is not None:
+        out["lengths"] = [_opt_int(n) for n in t.lengths]
+    if t.style != "trace":
+        out["style"] = t.style
+    return out
+
+
 def dump(program: Program) -> bytes:
     """The .rbc bytes of `program` (deterministic: equal programs give equal bytes)."""
     p = program
@@ -74,7 +85,8 @@ def dump(program: Program) -> bytes:
         "isa_opcodes": len(OPS),
         "main": int(p.main),
         "globals": [{"name": g.name, "type": _tn(g.type), "addr": int(g.addr),
-                     "length": _opt_int(g.length), "role": g.role, "default": _ints(g.default)}
+                     "length": _opt_int(g.length), "role": g.role, "default": _ints(g.default),
+                     **({"stack": True} if g.stack else {})}
                     for g in p.globals],
         "consts": [{"name": c.name, "type": _tn(c.type), "addr": int(c.addr),
                     "length": _opt_int(c.length), "values": _ints(c.values)}
@@ -82,17 +94,19 @@ def dump(program: Program) -> bytes:
         "functions": [{"name": f.name, "begin": int(f.begin), "end": int(f.end),
                        "params": [{"name": q.name, "type": _tn(q.type),
                                    "is_array": bool(q.is_array), "written": bool(q.written),
-                                   "length": _opt_int(q.length)}
+                                   "length": _opt_int(q.length),
+                                   **({"stack": True} if q.stack else {})}
                                   for q in f.params],
                        "locals": [{"name": v.name, "type": _tn(v.type), "offset": int(v.offset),
-                                   "length": _opt_int(v.length)} for v in f.locals],
+                                   "length": _opt_int(v.length),
+                                   **({"stack": True} if v.stack else {})} for v in f.locals],
                        "frame_size": int(f.frame_size)}
                       for f in p.functions],
         "xtab": [[int(x.base), int(x.length), int(x.index)] for x in p.xtab],
         "callsites": [{"func": int(c.func), "args": [[int(a.word), _opt_int(a.length)]
                                                      for a in c.args]}
                       for c in p.callsites],
-        "traces": [{"message": t.message, "operands": _ints(t.operands)} for t in p.traces],
+        "traces": [_trace_meta(t) for t in p.traces],
         "files": list(p.files),
         "labels": [[int(pc), name] for pc, name in sorted(p.labels.items())],
         "arrays": arrays,
@@ -171,11 +185,11 @@ def _type(v, path) -> NumType:
     return TYPE_BY_NAME[v]
 
 
-def _obj(v, path, keys) -> dict:
+def _obj(v, path, keys, optional=()) -> dict:
     if type(v) is not dict:
         _fail(path, "an object", v)
     missing = [k for k in keys if k not in v]
-    extra = [k for k in v if k not in keys]
+    extra = [k for k in v if k not in keys and k not in optional]
     if missing:
         raise _Bad(f"{path}: missing key(s) {', '.join(missing)}")
     if extra:
@@ -210,7 +224,11 @@ def _array_spec(v, path, dtype, width, offset) -> int:
     return rows
 
 
-def _build(meta, data: bytes) -> Program:
+def _build(meta, data: bytes, version: int = FORMAT_VERSION) -> Program:
+    def v2(*keys: str) -> tuple[str, ...]:
+        """Keys a version 2 file may have (and a version 1 file may not)."""
+        return keys if version >= 2 else ()
+
     m = _obj(meta, "metadata", _META_KEYS)
     n_ops = _int(m["isa_opcodes"], "isa_opcodes", 0)
     if n_ops > len(OPS):
@@ -240,12 +258,13 @@ def _build(meta, data: bytes) -> Program:
     globals_ = []
     for i, g in enumerate(_list(m["globals"], "globals")):
         p = f"globals[{i}]"
-        g = _obj(g, p, ("name", "type", "addr", "length", "role", "default"))
+        g = _obj(g, p, ("name", "type", "addr", "length", "role", "default"), v2("stack"))
         globals_.append(Global(_str(g["name"], p + ".name"), _type(g["type"], p + ".type"),
                                _int(g["addr"], p + ".addr", 0),
                                _opt(_int, g["length"], p + ".length", 0),
                                _str(g["role"], p + ".role"),
-                               _opt(_words, g["default"], p + ".default")))
+                               _opt(_words, g["default"], p + ".default"),
+                               _bool(g.get("stack", False), p + ".stack")))
     consts = []
     for i, c in enumerate(_list(m["consts"], "consts")):
         p = f"consts[{i}]"
@@ -261,18 +280,20 @@ def _build(meta, data: bytes) -> Program:
         params = []
         for j, q in enumerate(_list(f["params"], p + ".params")):
             pq = f"{p}.params[{j}]"
-            q = _obj(q, pq, ("name", "type", "is_array", "written", "length"))
+            q = _obj(q, pq, ("name", "type", "is_array", "written", "length"), v2("stack"))
             params.append(Param(_str(q["name"], pq + ".name"), _type(q["type"], pq + ".type"),
                                 _bool(q["is_array"], pq + ".is_array"),
                                 _bool(q["written"], pq + ".written"),
-                                _opt(_int, q["length"], pq + ".length", 0)))
+                                _opt(_int, q["length"], pq + ".length", 0),
+                                _bool(q.get("stack", False), pq + ".stack")))
         locals_ = []
         for j, v in enumerate(_list(f["locals"], p + ".locals")):
             pv = f"{p}.locals[{j}]"
-            v = _obj(v, pv, ("name", "type", "offset", "length"))
+            v = _obj(v, pv, ("name", "type", "offset", "length"), v2("stack"))
             locals_.append(Local(_str(v["name"], pv + ".name"), _type(v["type"], pv + ".type"),
                                  _int(v["offset"], pv + ".offset", 0),
-                                 _opt(_int, v["length"], pv + ".length", 0)))
+                                 _opt(_int, v["length"], pv + ".length", 0),
+                                 _bool(v.get("stack", False), pv + ".stack")))
         functions.append(Function(_str(f["name"], p + ".name"), _int(f["begin"], p + ".begin", 0),
                                   _int(f["end"], p + ".end", 0), params, locals_,
                                   _int(f["frame_size"], p + ".frame_size", 0)))
@@ -297,9 +318,23 @@ def _build(meta, data: bytes) -> Program:
     traces = []
     for i, t in enumerate(_list(m["traces"], "traces")):
         p = f"traces[{i}]"
-        t = _obj(t, p, ("message", "operands"))
-        traces.append(Trace(_str(t["message"], p + ".message"),
-                            _words(t["operands"], p + ".operands")))
+        t = _obj(t, p, ("message", "operands"), v2("names", "lengths", "style"))
+        ops = _words(t["operands"], p + ".operands")
+        names = t.get("names")
+        if names is not None:
+            names = [_str(x, f"{p}.names[{j}]") for j, x in enumerate(_list(names, p + ".names"))]
+            if len(names) != len(ops):
+                raise _Bad(f"{p}.names: {len(names)} names for {len(ops)} operands")
+        lengths = t.get("lengths")
+        if lengths is not None:
+            lengths = [_opt(_int, x, f"{p}.lengths[{j}]", -1)
+                       for j, x in enumerate(_list(lengths, p + ".lengths"))]
+            if len(lengths) != len(ops):
+                raise _Bad(f"{p}.lengths: {len(lengths)} lengths for {len(ops)} operands")
+        style = _str(t.get("style", "trace"), p + ".style")
+        if style not in ("trace", "show", "print", "printf"):
+            _fail(p + ".style", "trace, show, print or printf", style)
+        traces.append(Trace(_str(t["message"], p + ".message"), ops, names, lengths, style))
     files = [_str(s, f"files[{i}]") for i, s in enumerate(_list(m["files"], "files"))]
     labels = {}
     for i, pair in enumerate(_list(m["labels"], "labels")):
@@ -374,7 +409,7 @@ def load_bytes(data: bytes, name: str = "<bytes>") -> Program:
         raise FormatError(f"{name}: malformed metadata: not valid UTF-8 JSON "
                           f"({type(e).__name__}: {str(e)[:120]})") from None
     try:
-        program = _build(meta, block)
+        program = _build(meta, block, version)
     except _Bad as e:
         raise FormatError(f"{name}: malformed metadata: {e}") from None
     except Exception as e:   # anything unforeseen is still the file's fault

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from isa.types import NumType
-from rvm.program import MODE_G, MODE_L, MODE_N, MODE_P, MODE_X, operand_parts
+from isa.program import MODE_G, MODE_L, MODE_N, MODE_P, MODE_X, operand_parts
 
 from .diagnostics import Pos
 from .nodes import FuncDecl
@@ -27,6 +27,7 @@ class CellSym:
     loc: int                    # address, frame offset or parameter number
     kind: str                   # "global" | "const" | "param" | "local"
     pos: Pos
+    stack: bool = False         # a named stack (an int array whose cell 0 is the size)
 
     @property
     def is_array(self) -> bool:
@@ -63,6 +64,7 @@ class Ref:
     sym: CellSym | None = None
     base: int | None = None     # X operands: the array word
     index: "Ref | None" = None  # X operands: the index cell
+    temp: bool = False          # a temporary of the statement (lower.py)
 
     @property
     def mode(self) -> int:

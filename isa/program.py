@@ -145,6 +145,9 @@ class Trace:
     # per operand: None for a cell, else the operand is an array word (as in xtab bases) and
     # this its length (-1: a parameter array's); `show a` reports a whole array or stack
     lengths: list[int | None] | None = None
+    # "trace" (a debugging report), or program output: "show" (name = value, ...), "print"
+    # (the message) or "printf" (the message is a printf format of the values)
+    style: str = "trace"
 
 
 @dataclass
@@ -161,6 +164,10 @@ class Program:
     lines: np.ndarray | None = None       # int32 (n, 3): file index, line, column (1-based)
     files: list[str] = field(default_factory=list)
     labels: dict[int, str] = field(default_factory=dict)   # pc -> label name
+    # what each statement that used temporaries cost: (file, line, col, instructions,
+    # temporaries live at once); set by the assembler, not stored in .rbc files
+    costs: list[tuple[int, int, int, int, int]] | None = field(default=None, compare=False,
+                                                                repr=False)
 
     # ---- derived layout ----------------------------------------------------------------
     @property

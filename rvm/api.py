@@ -32,14 +32,18 @@ def assemble(source: str | os.PathLike, filename: str | None = None,
     return asm_text(source, filename or "<string>", include_paths)
 
 
-def load(path: str | os.PathLike, include_paths: tuple[str, ...] = ()) -> Program:
-    """Load a program file: `.rbc` bytecode (checked) or `.rasm` source (assembled)."""
+def load(path: str | os.PathLike, include_paths: tuple[str, ...] = (), **janus: Any) -> Program:
+    """Load a program file: `.rbc` bytecode (checked), Janus source `.ja` (compiled; `janus`
+    takes `modular=True` for jana's -m and `stack_capacity`) or `.rasm` source (assembled)."""
     from assembler import assemble_file
     from assembler import rbc
 
     p = Path(path)
     if p.suffix == ".rbc":
         return rbc.read(p)
+    if p.suffix == ".ja":
+        from assembler.janus import assemble_janus
+        return assemble_janus(p.read_text(encoding="utf-8"), str(p), **janus)
     return assemble_file(p, include_paths)
 
 

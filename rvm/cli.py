@@ -43,8 +43,13 @@ class UsageError(Exception):
 
 
 
+# options of the Janus front end, set by main() from -m/--modular and --stack-capacity
+JANUS_OPTIONS: dict[str, Any] = {}
+
+
 def load_program(path: str):
-    """Load a program from a path ('-' reads .rasm text from stdin)."""
+    """Load a program from a path: .rasm or Janus (.ja) source, or .rbc bytecode ('-' reads
+    .rasm text from stdin)."""
     import rvm
 
     if path == "-":
@@ -52,7 +57,17 @@ def load_program(path: str):
     p = Path(path)
     if not p.exists():
         raise FileNotFoundError(f"cannot read {path}: no such file")
-    return rvm.load(p)
+    return rvm.load(p, **(JANUS_OPTIONS if p.suffix == ".ja" else {}))
+
+
+def add_janus_options(parser: argparse.ArgumentParser) -> None:
+    """The Janus front end's options, on every verb that reads a program."""
+    g = parser.add_argument_group("Janus programs (.ja)")
+    g.add_argument("-m", "--modular", action="store_true",
+                   help="jana's -m: every expression value an update, index or local uses is "
+                        "first reduced to 32 bits")
+    g.add_argument("--stack-capacity", type=positive_int, metavar="N",
+                   help="values a Janus stack holds (default 1024)")
 
 
 class Raw(int):
@@ -175,10 +190,42 @@ def print_table(title: str, rows: list[tuple[str, str]], out=None) -> None:
 
 # ---- verbs -----------------------------------------------------------------------------
 
+def print_costs(prog, verbose: bool, out=None) -> None:
+    """What the program's statements cost: per function its instructions and frame cells (of
+    them, temporaries), and with `verbose` each statement that used temporaries."""
+    out = out or sys.stderr
+    rows = []
+    for f in prog.functions:
+        temps = sum(1 for v in f.locals if v.name.startswith("$"))
+        rows.append((f.name, f"{f.end - f.begin + 1} instructions, {f.frame_size} frame cells "
+                             f"({temps} temporaries)"))
+    costs = prog.costs or []
+    if costs:
+        n = sum(c[3] for c in costs)
+        rows.append(("expressions", f"{len(costs)} statements used temporaries: {n} "
+                                    f"instructions, at most {max(c[4] for c in costs)} "
+                                    f"temporaries at once"))
+    print_table("cost", rows, out=out)
+    if verbose:
+        texts: dict[str, list[str]] = {}
+        for fi, line, col, n, k in costs:
+            name = prog.files[fi] if 0 <= fi < len(prog.files) else "?"
+            if name not in texts:
+                try:
+                    texts[name] = Path(name).read_text().split("\n")
+                except (OSError, UnicodeDecodeError):
+                    texts[name] = []
+            src = texts[name][line - 1].strip() if 0 < line <= len(texts[name]) else ""
+            print(f"{name}:{line}:{col}: {n} instructions, {k} temporar"
+                  f"{'y' if k == 1 else 'ies'}: {src}", file=out)
+
+
 def cmd_asm(a: argparse.Namespace) -> int:
     from assembler import rbc
 
     prog = load_program(a.program)
+    if a.stats:
+        print_costs(prog, verbose=True)
     data = rbc.dump(prog)
     out = a.output or (str(Path(a.program).with_suffix(".rbc")) if a.program != "-" else "-")
     if out == "-":
@@ -233,6 +280,8 @@ def cmd_check(a: argparse.Namespace) -> int:
         nf = len(prog.functions)
         print(f"{path}: ok ({len(prog.code)} instructions, {nf} function{'s' * (nf != 1)}, "
               f"{prog.n_static} static cells)")
+        if a.verbose:
+            print_costs(prog, verbose=True, out=sys.stdout)
     return status
 
 
@@ -339,8 +388,8 @@ TOOL_MODULES = ("rvm.ad.cli", "rvm.debug.cli", "rvm.trace.cli", "rvm.hw.cli", "r
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="rvm", formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG,
-        description="rvm: a reversible virtual machine. Assemble .rasm programs and run them "
-                    "forward or backward.")
+        description="rvm: a reversible virtual machine. Assemble .rasm programs (or Janus "
+                    "programs, .ja) and run them forward or backward.")
     p.add_argument("--version", action="version", version="rvm 0.1.0")
     sub = p.add_subparsers(dest="verb", metavar="VERB")
     sub.required = True
@@ -352,7 +401,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "JSON list) and/or a JSON file; missing inputs take their "
                                    "declared defaults.",
                        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG)
-    s.add_argument("program", help=".rasm or .rbc file ('-': .rasm text on stdin)")
+    s.add_argument("program", help=".rasm, .ja (Janus) or .rbc file ('-': .rasm text on stdin)")
     s.add_argument("values", nargs="*", metavar="NAME=VALUE", help="input (or output) values")
     s.add_argument("--inputs", "-i", metavar="FILE.json", help="values from a JSON object")
     s.add_argument("--reverse", "-r", action="store_true",
@@ -373,6 +422,10 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("asm", help="assemble .rasm into .rbc bytecode")
     s.add_argument("program", help=".rasm file ('-' for stdin)")
     s.add_argument("-o", "--output", help="output path (default: PROGRAM.rbc; '-' for stdout)")
+    s.add_argument("--stats", action="store_true",
+                   help="print what the program costs (to stderr): instructions and frame "
+                        "cells per function, and instructions and temporaries of every "
+                        "statement that computes an expression")
     s.set_defaults(func=cmd_asm)
 
     s = sub.add_parser("dis", help="disassemble a program back to .rasm")
@@ -381,7 +434,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_dis)
 
     s = sub.add_parser("check", help="assemble and verify, report every error")
-    s.add_argument("programs", nargs="+", help=".rasm or .rbc files")
+    s.add_argument("programs", nargs="+", help=".rasm, .ja or .rbc files")
+    s.add_argument("-v", "--verbose", action="store_true",
+                   help="also print the cost of each statement that computes an expression "
+                        "(instructions, temporaries)")
     s.set_defaults(func=cmd_check)
 
     s = sub.add_parser("invert", help="print the inverse program as .rasm")
@@ -400,6 +456,9 @@ def build_parser() -> argparse.ArgumentParser:
                 raise  # a tool that exists but fails to import is a bug, not a missing tool
             continue
         module.register(sub)
+    for verb, sp in sub.choices.items():
+        if any(a.dest in ("program", "programs") for a in sp._actions):
+            add_janus_options(sp)
     return p
 
 
@@ -418,6 +477,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                      + " ".join(x for x in extra if x not in pairs or not takes_values))
     if pairs:
         a.values = list(a.values) + pairs
+    JANUS_OPTIONS.clear()
+    if getattr(a, "modular", False):
+        JANUS_OPTIONS["modular"] = True
+    if getattr(a, "stack_capacity", None):
+        JANUS_OPTIONS["stack_capacity"] = a.stack_capacity
     try:
         return a.func(a)
     except AssemblyError as e:

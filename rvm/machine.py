@@ -60,21 +60,62 @@ class UnknownName(RVMError, KeyError):
 
 @dataclass
 class TraceEvent:
-    """What a `trace` instruction reports to the machine's trace handler."""
+    """What a `trace` instruction reports to the machine's trace handler.  `style` is "trace"
+    (a debugging report) or program output: "show" (`name = value, ...`), "print" (the
+    message) or "printf" (the message is a printf format of the values).  Arrays are lists;
+    a stack is the list of its items, bottom first."""
     message: str
     values: dict[str, Any]
     pc: int
     step: int
     direction: int
+    style: str = "trace"
+    items: list[tuple[str, Any]] | None = None      # (name, value) in order, repeats included
 
     def __str__(self) -> str:
+        items = self.items if self.items is not None else list(self.values.items())
+        if self.style == "show":
+            return ", ".join(f"{k} = {_text(v)}" for k, v in items)
+        if self.style == "print":
+            return self.message
+        if self.style == "printf":
+            return printf(self.message, [v for _, v in items])
         vals = " ".join(f"{k}={v}" for k, v in self.values.items())
         return f"trace: {self.message}" + (f" {vals}" if vals else "")
 
 
+def _text(v: Any) -> str:
+    if isinstance(v, (list, tuple, np.ndarray)):
+        return "[" + ", ".join(_text(x) for x in v) + "]"
+    return str(v)
+
+
+def printf(fmt: str, values: list[Any]) -> str:
+    """Janus's printf: %d an int, %a an array, %t a stack, %b a condition, %% a percent."""
+    out, k, i = [], 0, 0
+    while i < len(fmt):
+        c = fmt[i]
+        if c == "%" and i + 1 < len(fmt):
+            spec = fmt[i + 1]
+            i += 2
+            if spec == "%":
+                out.append("%")
+            elif spec in "datb" and k < len(values):
+                v = values[k]
+                k += 1
+                out.append(("true" if v else "false") if spec == "b" else _text(v))
+            else:
+                out.append("%" + spec)
+            continue
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
 def print_trace(event: TraceEvent) -> None:
-    """The default trace handler: one line on stderr."""
-    print(event, file=sys.stderr)
+    """The default trace handler: a report on stderr; program output (show, print, printf)
+    on stdout."""
+    print(event, file=sys.stderr if event.style == "trace" else sys.stdout)
 
 
 # ---- naming cells and printing instructions ----------------------------------------------------
@@ -270,6 +311,8 @@ class Machine:
             self._symbols[c.name] = (c.type, c.addr, c.length, False)
         for g in program.globals:
             self._symbols[g.name] = (g.type, g.addr, g.length, True)
+        # named stacks read and write as the list of their items, bottom first
+        self._stacks = {g.name for g in program.globals if g.stack}
 
     # ---- start and end states --------------------------------------------------------
 
@@ -456,6 +499,9 @@ class Machine:
         F = self.program.fraction_bits
         if length is None:
             return decode(t, int(self.core.mem[addr]), F)
+        if name in self._stacks:
+            size = max(0, min(int(self.core.mem[addr]), length - 1))
+            return decode_array(t, self.core.mem[addr + 1:addr + 1 + size], F)
         return decode_array(t, self.core.mem[addr:addr + length], F)
 
     def read_raw(self, name: str) -> int | np.ndarray:
@@ -476,6 +522,15 @@ class Machine:
                 if isinstance(value, (list, tuple, np.ndarray)) and np.ndim(value) > 0:
                     raise ValueEncodingError("a single value is expected, not an array")
                 word = encode(t, value, F)
+            elif name in self._stacks:
+                items = np.atleast_1d(np.asarray(value))
+                if np.ndim(value) == 0 or len(items) > length - 1:
+                    raise ValueEncodingError(f"a stack of at most {length - 1} values (bottom "
+                                             f"first) is expected")
+                word = np.zeros(length, dtype=np.int64)
+                word[0] = len(items)
+                if len(items):
+                    word[1:1 + len(items)] = encode_array(t, items, F, len(items))
             else:
                 if np.ndim(value) == 0:
                     raise ValueEncodingError(f"an array of {length} values is expected")
@@ -552,9 +607,37 @@ class Machine:
         pc = self.pc
         tr = self.program.traces[int(self.program.code[pc, 1])]
         func = self.program.function_at(pc)
-        event = TraceEvent(tr.message, self._values([(w, None) for w in tr.operands], func), pc,
-                           self.core.t, self.direction)
-        self.trace_handler(event)
+        items = None
+        if tr.names is None and tr.lengths is None:
+            values = self._values([(w, None) for w in tr.operands], func)
+        else:
+            lengths = tr.lengths or [None] * len(tr.operands)
+            names = tr.names or [describe_operand(self.program, func, w) for w in tr.operands]
+            items = [(name, self._value(w, None, func) if n is None else
+                      self._array_value(w, n, func))
+                     for w, n, name in zip(tr.operands, lengths, names)]
+            values = dict(items)
+        self.trace_handler(TraceEvent(tr.message, values, pc, self.core.t, self.direction,
+                                      tr.style, items))
+
+    def _array_value(self, word: int, length: int, func: Function | None) -> Any:
+        """The value of a whole array (a list) or stack (its items, bottom first) that an
+        array word names in the top frame."""
+        name, t = _array_name(self.program, func, word)
+        mode, q = operand_parts(word)
+        if mode == MODE_P:
+            addr, length = self.core.param(self.core.depth - 1, q)
+            stack = bool(func and 0 <= q < len(func.params) and func.params[q].stack)
+        else:
+            addr = self.core.resolve(word)[1]
+            owner = [g for g in self.program.globals if g.addr == q] if mode == MODE_G else \
+                [v for v in (func.locals if func else []) if v.offset == q]
+            stack = bool(owner and owner[0].stack)
+        words = self.core.mem[addr:addr + length]
+        if stack:
+            size = max(0, min(int(words[0]), length - 1))
+            words = words[1:1 + size]
+        return decode_array(t if t is not None else INT, words, self.program.fraction_bits).tolist()
 
     def _trap(self) -> Trap:
         code, pc, op_code, e, tv = self.core.trap

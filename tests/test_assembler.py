@@ -133,14 +133,17 @@ def test_every_table_statement_form_reaches_its_opcode():
                     table = FN2 if op.operands.count("a") == 2 else FN1
                     kw["fn"] = next(f.name for f in table if op.type in f.types)
                 elif kind == "cc":
-                    kw["cond"] = "int0 < int1"
+                    kw["cond"] = f"{src.name_}2 < {src.name_}3"
+                elif kind == "msg":
+                    kw["msg"] = ', "a message"'
                 elif kind == "trace":
                     kw["trace"] = '"m", int0'
         stmt = op.syntax.format(*texts, **kw)
         p = assemble(f"{decl}\nfunc main() {{\n    {stmt}\n}}\n")
         assert p.code[1, 0] == op.code, (op.name, stmt)
+        assert len(p.code) == 3, (op.name, stmt)     # one statement, one instruction
         checked += 1
-    assert checked > 80
+    assert checked > 90
 
 
 def test_immediates_and_constants():

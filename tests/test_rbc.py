@@ -100,7 +100,7 @@ def assert_same(a: Program, b: Program) -> None:
 
 
 def reseal(data: bytes, meta=None, meta_bytes: bytes | None = None, arrays: bytes | None = None,
-           version: int = 1, flags: int = 0) -> bytes:
+           version: int = 2, flags: int = 0) -> bytes:
     """Rebuild a file around new metadata / arrays with correct sizes and checksum."""
     _, _, _, ml, dl = struct.unpack_from("<6sHHQQ", data)
     old_meta = data[26:26 + ml]
@@ -149,7 +149,7 @@ def test_round_trip(with_lines):
 def test_dump_is_deterministic_and_starts_with_header():
     assert rbc.dump(program()) == DATA
     magic, version, flags, ml, dl = struct.unpack_from("<6sHHQQ", DATA)
-    assert (magic, version, flags) == (b"RVMBC\x00", 1, 0)
+    assert (magic, version, flags) == (b"RVMBC\x00", 2, 0)
     assert len(DATA) == 26 + ml + dl + 4
     assert dl == 18 * 6 * 8 + 18 * 3 * 4
     assert struct.unpack_from("<I", DATA, len(DATA) - 4)[0] == zlib.crc32(DATA[:-4])
@@ -204,8 +204,8 @@ def test_bad_magic():
 
 
 def test_unsupported_version():
-    msg = format_error(reseal(DATA, version=2), "unsupported .rbc format version 2",
-                       "reads version 1")
+    msg = format_error(reseal(DATA, version=3), "unsupported .rbc format version 3",
+                       "reads versions 1, 2")
     assert "0x" not in msg
     format_error(reseal(DATA, version=0), "version 0")
     format_error(DATA[:6] + b"\xff\xff", "unsupported .rbc format version 65535")
@@ -249,7 +249,7 @@ def test_bit_flips_in_the_body_are_checksum_errors():
 def test_huge_declared_sizes_are_rejected_without_allocating():
     for ml, dl in ((1 << 63, 0), (0, (1 << 64) - 1), ((1 << 64) - 1, (1 << 64) - 1),
                    (10 ** 12, 10 ** 12)):
-        data = struct.pack("<6sHHQQ", b"RVMBC\x00", 1, 0, ml, dl) + b"\x00" * 8
+        data = struct.pack("<6sHHQQ", b"RVMBC\x00", 2, 0, ml, dl) + b"\x00" * 8
         format_error(data, "truncated file or wrong size fields", f"declares {ml} bytes")
 
 
@@ -453,3 +453,37 @@ def test_fuzz_code_words_in_file(changes):
     for i, v in changes:
         struct.pack_into("<q", arrays, 8 * i, v)
     _loads_or_clean_error(reseal(DATA, arrays=bytes(arrays)))
+
+
+def test_version_1_files_still_load_and_may_not_use_version_2_keys():
+    """A version 1 file (no stacks, no trace names) reads as before; the keys that version 2
+    added are refused in it (a version 1 writer never wrote them)."""
+    v1 = reseal(DATA, version=1)
+    assert_same(program(), rbc.load_bytes(v1))
+    meta = meta_of(DATA)
+    meta["globals"][0]["stack"] = True
+    format_error(reseal(DATA, meta=meta, version=1), "unknown key(s) 'stack'")
+
+
+def test_version_2_keys_round_trip():
+    """Stacks, trace value names, whole-array operands and output styles survive a file."""
+    from assembler import assemble
+    p = assemble("""
+inout s: stack[4] = [3, 4]
+inout a: int[2]
+inout t: int = 5
+func main() {
+    local u: int = t * 2
+    push u, s
+    show s, a, t + 1
+    printf "t is %d", t
+    pop u, s
+    delocal u = t * 2
+}
+""")
+    q = rbc.load_bytes(rbc.dump(p))
+    assert q.globals == p.globals and q.globals[0].stack
+    assert q.traces == p.traces
+    assert {t.style for t in q.traces} >= {"show", "printf"}
+    assert any(t.lengths for t in q.traces) and any(t.names for t in q.traces)
+    assert np.array_equal(q.code, p.code)
