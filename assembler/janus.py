@@ -43,7 +43,7 @@ _ENDS = frozenset({"else", "fi", "loop", "until", "delocal", "procedure", "do"})
 
 _TOKEN = re.compile(
     r"(?P<ws>\s+)|(?P<line>//[^\n]*)|(?P<block>/\*.*?\*/)|(?P<open>/\*)"
-    r"|(?P<num>0[xX][0-9a-fA-F]+|\d+)"
+    r"|(?P<num>0[xX][0-9a-fA-F]+|0[oO][0-7]+|\d+)"
     r"|(?P<name>[A-Za-z][A-Za-z0-9_]*)"
     r'|(?P<string>"(?:[^"\\\n]|\\.)*")'
     r"|(?P<op><=>|\+=|-=|\^=|<=|>=|!=|&&|\|\||[-+*/%&|^!<>=()\[\],])", re.S)
@@ -471,10 +471,11 @@ class JanusParser:
         if t.is_("!"):
             self.next()
             return Unary(t.pos, "!", self.unary())
-        if t.is_("-") and self.peek(1).kind == "num":
-            self.next()
+        if (t.is_("-") or t.is_("+")) and self.peek(1).kind == "num":
+            self.next()                 # Parsec's integer: a sign, then the digits
             n = self.next()
-            return Literal(t.pos, Lit("int", -_number(n.text), "-" + n.text))
+            v = _number(n.text)
+            return Literal(t.pos, Lit("int", -v if t.text == "-" else v, t.text + n.text))
         return self.term()
 
     def term(self):
@@ -504,8 +505,10 @@ class JanusParser:
 
 
 def _number(text: str) -> int:
-    """A Janus integer literal: decimal (leading zeros allowed, as Parsec reads them) or 0x."""
-    return int(text, 16) if text[:2] in ("0x", "0X") else int(text, 10)
+    """A Janus integer literal as Parsec reads it: decimal (leading zeros allowed), 0x
+    hexadecimal or 0o octal."""
+    head = text[:2].lower()
+    return int(text, 16) if head == "0x" else int(text[2:], 8) if head == "0o" else int(text)
 
 
 def parse_janus(text: str, filename: str, rep: Reporter, modular: bool = False,

@@ -213,3 +213,53 @@ def test_the_janus_examples_in_programs():
     assert list(rle.outputs["runs"]) == [7, 3, 4, 1, 9, 2] and list(rle.outputs["src"]) == []
     back = rvm.run(compile_janus(os.path.join(root, "rle.ja")), rle.outputs, reverse=True)
     assert list(back.inputs["src"]) == [] and list(back.inputs["runs"]) == []
+
+
+QUIRKS = os.path.join(HERE, "quirks")
+# jana behaviours rvm's Janus copies (the program runs to jana's output) ...
+QUIRKS_MATCHED = ["empty_main", "invert_flag", "literal_forms", "mod_store_unwrapped.m"]
+# ... and the ones it declines, with what it does instead (docs/rasm.md, "The Janus front end")
+QUIRKS_DECLINED = {
+    "array_swap_sizes": "E004",      # whole arrays swap only with arrays of the same length
+    "bignum": "E006",                # ints are 64 bits
+    "dup_procedure": "E003",         # an error (jana prints one but exits 0)
+    "index_alias_hole": "E005",      # x += a[x] cannot be undone: refused
+    "local_copies": "E008",          # a local is an int, not an array copy
+    "same_arg_twice": "E005",        # a cell passed twice to a procedure that writes it
+    "mod_intermediate.m": "values",  # intermediate values are 64-bit words, not unbounded
+    "mod_delocal.m": "AssertionTrap",  # the same failure as jana's, at the same line
+}
+
+
+@pytest.mark.parametrize("name", QUIRKS_MATCHED)
+def test_jana_quirks_rvm_copies(name):
+    path = os.path.join(QUIRKS, name + ".ja")
+    prog = compile_janus(path)
+    want_printed, want_store = jana_output(path, len(prog.globals))
+    printed, store, _ = run(prog)
+    assert store == [rvm_notation(x) for x in want_store]
+    assert printed == [rvm_notation(x) for x in want_printed if x or prog.globals]
+
+
+@pytest.mark.parametrize("name", sorted(QUIRKS_DECLINED))
+def test_jana_quirks_rvm_declines(name):
+    path = os.path.join(QUIRKS, name + ".ja")
+    kind = QUIRKS_DECLINED[name]
+    if kind.startswith("E"):
+        with pytest.raises(AssemblyError) as e:
+            compile_janus(path)
+        assert e.value.diagnostics[0].code == kind
+    elif kind == "values":
+        prog = compile_janus(path)
+        _, store, _ = run(prog)
+        _, want = jana_output(path, len(prog.globals))
+        assert store != [rvm_notation(x) for x in want]
+    else:
+        with pytest.raises(rvm.errors.Trap) as e:
+            run(compile_janus(path))
+        assert type(e.value).__name__ == kind
+
+
+def test_every_quirk_is_listed():
+    names = {os.path.basename(p)[:-3] for p in glob.glob(os.path.join(QUIRKS, "*.ja"))}
+    assert names == set(QUIRKS_MATCHED) | set(QUIRKS_DECLINED)
