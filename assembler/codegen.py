@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from isa.functions import CMP_ALWAYS, CMP_EQ, CMP_GE, CMP_LE, CMP_LT, CMP_NE, cond_parts, cond_word
-from isa.table import OP_BY_NAME, ROW_WIDTH, Op, op_for
+from isa.table import INVERSE, OP_BY_NAME, ROW_WIDTH, Op, op_for
 from isa.types import INT, LNS, NumType
 from isa.program import MODE_L, MODE_N, MODE_P, MODE_X, Arg, CallSite, Function, Local, Param, Trace, operand
 
@@ -324,7 +324,7 @@ class FunctionCompiler(ExprCompiler):
         flat_lines = unit.lines[a0 * 3:a1 * 3].tolist()
         lines = [flat_lines[k:k + 3] for k in range(0, len(flat_lines), 3)]
         if inverse:
-            rows = invert_rows(np.array(rows, dtype=np.int64).reshape(-1, W), base).tolist()
+            rows = _inverted(rows, base)
             lines.reverse()
         self.bind_pending(base)
         for r, ln in zip(rows, lines):
@@ -1091,6 +1091,20 @@ class FunctionCompiler(ExprCompiler):
             if not fx.done and a0 <= fx.pc < a1:
                 self.unit.patch_pc(fx.pc, a0)
         self.copy_rows(a0, a1, True, ".undo")
+
+
+def _inverted(rows: list[list[int]], base: int) -> list[list[int]]:
+    """invert_rows on a few rows as lists (the statement-sized case, without numpy)."""
+    n = len(rows)
+    out = []
+    for r in reversed(rows):
+        op = r[0]
+        r = list(r)
+        r[0] = INVERSE[op]
+        if op == JMP.code or op == JOIN.code:
+            r[PC_SLOT] = base + (n - 1 - (r[PC_SLOT] - base))
+        out.append(r)
+    return out
 
 
 def _shapes(family: str):

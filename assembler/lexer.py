@@ -162,10 +162,12 @@ def line_tokens(line: str, file: int, ln: int, rep: Reporter, out: list) -> None
                 i += len(bad)
                 continue
             if kind == "num":
-                if _INTEGER.fullmatch(tok):
-                    out.append(Token(INT, tok, parse_int(tok), pos))
+                if tok.isdigit():
+                    out.append(_new(Token, (INT, tok, int(tok), pos)))
+                elif _INTEGER.fullmatch(tok):
+                    out.append(_new(Token, (INT, tok, parse_int(tok), pos)))
                 else:
-                    out.append(Token(REAL, tok, tok, pos))
+                    out.append(_new(Token, (REAL, tok, tok, pos)))
             else:
                 body = tok[1:]
                 if not _INTEGER.fullmatch(body):
