@@ -503,3 +503,82 @@ def test_the_cost_of_each_expression_statement_is_recorded():
     # the `if`: its condition C and the same expression as the omitted `fi` condition D,
     # each computed once and uncomputed once (2 instructions each way)
     assert p.costs == [(0, 15, 5, 5, 2), (0, 16, 5, 5, 1), (0, 17, 5, 4, 1), (0, 19, 5, 4, 1)]
+
+
+# ---- every mode runs expression code --------------------------------------------------------------
+
+MODES_SRC = """
+inout  x: float[6] = [0.5, -1.25, 2.0, 3.5, -0.75, 1.5]
+inout  w: float = 0.7
+inout  n: int = 6
+inout  hist: int[6]
+output loss: float
+func term(acc: float, v: float[], i: int, c: float) {
+    acc += (v[i] * c - v[i + 1]) * (v[i] * c - v[i + 1]) + sqrt(v[i] * v[i] + 1.0)
+}
+func main() {
+    for i in 0..n - 1 {
+        call term(loss, x, i, w)
+        hist[(i * 5 + 2) % n] += i * i - (i << 1)
+    }
+    with {
+        local t: int = n / 2
+    } do {
+        hist[t] ^= hist[t - 1] & 7
+    }
+    uncall term(loss, x, 0, w)
+    call term(loss, x, 0, w)
+}
+"""
+
+
+KERNEL_SRC = """
+inout  a: int[6] = [5, -12, 20, 35, -7, 15]
+inout  w: int = 7
+inout  n: int = 6
+output s: int
+func main() {
+    for i in 0..n - 1 {
+        s += a[i] * w + a[i + 1] % 3
+    }
+}
+"""
+
+
+def test_expressions_run_the_same_with_and_without_loop_kernels():
+    from test_kernels import trajectory
+    p = asm(KERNEL_SRC)
+    assert len(rvm.Machine(p).core.kernels) == 2      # the loop runs as a kernel both ways
+    assert trajectory(p, {}, True) == trajectory(p, {}, False)
+
+
+def test_expression_programs_invert_and_uncall():
+    from assembler.invert import invert_program
+    p = asm(MODES_SRC)
+    m = rvm.Machine(p)
+    m.reset()
+    m.run()
+    end = m.mem[:p.n_static].copy()
+    inv = rvm.Machine(invert_program(p))
+    inv.reset()
+    inv.mem[:p.n_static] = end
+    inv.run()                               # the inverse program forward = the original backward
+    m.run(direction=-1)
+    assert np.array_equal(inv.mem[:p.n_static], m.mem[:p.n_static])
+
+
+def test_tangents_and_hessians_of_expression_programs_match_finite_differences():
+    p = asm(MODES_SRC)
+    inputs = {"w": 0.7}
+    h = 1e-5
+
+    def loss(w):
+        return rvm.run(p, {"w": w}).outputs["loss"]
+    fd = (loss(0.7 + h) - loss(0.7 - h)) / (2 * h)
+    g = rvm.grad(p, of="loss", wrt=["w"], inputs=inputs)
+    tangent = rvm.jvp(p, inputs, {"w": 1.0})
+    assert float(np.ravel(g["w"])[0]) == pytest.approx(fd, rel=1e-6)
+    assert float(np.ravel(tangent["loss"])[0]) == pytest.approx(fd, rel=1e-6)
+    fd2 = (loss(0.7 + 1e-4) - 2 * loss(0.7) + loss(0.7 - 1e-4)) / 1e-8
+    hess = rvm.hessian(p, of="loss", wrt=["w"], inputs=inputs)
+    assert float(np.ravel(hess)[0]) == pytest.approx(fd2, rel=1e-4)
