@@ -32,8 +32,8 @@ from .exprs import BOOL, names_read, text
 from .invert import invert_rows
 from .lower import ALWAYS, ExprCompiler, Test
 from .literals import Lit
-from .nodes import (Call, Delocal, For, From, If, Index, Instr, Label, Len, Literal, LocalDecl,
-                    Match, Name, Recovered, Show, StackOp, Swap, Update, With)
+from .nodes import (Call, Compare, Delocal, For, From, If, Index, Instr, Label, Len, Literal,
+                    LocalDecl, Match, Name, Recovered, Show, StackOp, Swap, Update, With)
 from .operands import Resolver, describe
 from .parser import MAX_LENGTH
 from .symbols import CellSym, FuncSig, Ref, index_refs, overlaps
@@ -167,6 +167,7 @@ class FunctionCompiler(ExprCompiler):
         if s is None:
             return
         pc0 = self.unit.pc
+        n_stats = len(self.unit.stats)
         self.stmt_temps = 0
         self.here = s.pos
         self.forget()
@@ -175,7 +176,7 @@ class FunctionCompiler(ExprCompiler):
             self._stmt(s)
         finally:
             self.release(mark)
-        if self.stmt_temps:
+        if self.stmt_temps and len(self.unit.stats) == n_stats:   # (conditions record themselves)
             self.unit.stats.append((s.pos, self.unit.pc - pc0, self.stmt_temps))
 
     def _stmt(self, s) -> None:
@@ -605,8 +606,15 @@ class FunctionCompiler(ExprCompiler):
     def assert_(self, m: Match, st: Instr) -> None:
         c = self.condition(m.cond, st.pos)
         msg = 0
+        words = [c.test.a, c.test.b]
         if m.message is not None:
-            msg = self.message(m.message, [c.test.a, c.test.b], [])
+            msg = self.message(m.message, words, m.names or [])
+        elif c.code:
+            # a condition computed into temporaries: name the values by what they hold
+            cond = m.cond
+            names = [text(cond.left), text(cond.right)] if isinstance(cond, Compare) else \
+                [text(cond), "0"]
+            msg = self.message(f"assertion `{text(cond)}` is false", words, names)
         self.emit(ASSERT, [c.test.cc, c.test.a, c.test.b, msg], st.pos)
         self.done(c)
         self.record(c)

@@ -264,7 +264,9 @@ class Disassembler:
                     kw["label"] = self.labels[v]
         if "msg" in ops:
             m = ops["msg"]
-            kw["msg"] = f", {escape(self.p.traces[m - 1].message)}" if m else ""
+            tr = self.p.traces[m - 1] if m else None
+            kw["msg"] = "" if tr is None else f", {escape(tr.message)}" + "".join(
+                ", " + escape(n) for n in tr.names or ())
         if "cc" in ops:
             k = op.operands.index("cc")
             cc = ops["cc"]

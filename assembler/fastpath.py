@@ -257,6 +257,7 @@ class FastCompiler:
         self.fn2 = {k: FN2_BY_NAME[v].id for k, v in _FN2.items()}
         self.literals: dict[tuple, int] = {}         # (literal text, type) -> word
         self.opcache: dict[tuple, object] = {}
+        self.codes: dict[tuple, int] = {}            # (operator, None, type) -> opcode
         self.cells: dict[tuple, tuple] = {}          # (name, index, write) -> cell()
         self.version = -1
         self.words: list[int] = []                   # rows emitted but not yet in the unit
@@ -330,7 +331,7 @@ class FastCompiler:
     def source(self, name, ix, lit, t):
         """(operand word, element key, name) of a source; a literal is a constant cell."""
         if name is not None:
-            w, st, _, key = self.cell(name, ix, False)
+            w, st, _, key = self.cells.get((name, ix, False)) or self.cell(name, ix, False)
             if st != t:
                 raise _Bail
             return w, key, name
@@ -352,7 +353,12 @@ class FastCompiler:
             self.words, self.where, self.n = [], [], 0
 
     def code(self, fam: str, t) -> int:
-        return self.op(fam, t).code
+        """The opcode of a family and type (remembered by statement operator too)."""
+        code = self.op(fam, t).code
+        for (op, bo), f in _UPDATE_FAMILY.items():
+            if f == fam and bo is None:
+                self.codes[(op, None, t)] = code
+        return code
 
     def update(self, m, ln: int) -> None:
         tn, ti, op, an, ai, al, bo, bn, bi, bl = m.group(
@@ -360,8 +366,7 @@ class FastCompiler:
         if op == "<=>" or (an is None and bo is not None and bn is None):
             raise _Bail                   # a swap, or a literal-only expression (folded)
         cells = self.cells
-        r = cells.get((tn, ti, True)) or self.cell(tn, ti, True)
-        y, t, param, ykey = r
+        y, t, param, ykey = cells.get((tn, ti, True)) or self.cell(tn, ti, True)
         pos = (self.file, ln, m.start("tn") + 1)
         if bo is None:
             if al is not None:
@@ -370,9 +375,13 @@ class FastCompiler:
                 fam = "addi" if op == "+=" else "subi" if op == "-=" else "xori"
                 self.emit((self.code(fam, t), y, self.literal(al, t), 0, 0, 0), pos)
             else:
-                a, akey, an = self.source(an, ai, None, t)
-                self.distinct(y, ykey, tn, a, akey, an)
-                self.emit((self.code(_UPDATE_FAMILY[(op, None)], t), y, a, 0, 0, 0), pos)
+                a, at, _, akey = cells.get((an, ai, False)) or self.cell(an, ai, False)
+                if at != t or a == y or (akey and akey[1] == y) or (ykey and ykey[1] == a):
+                    raise _Bail
+                code = self.codes.get((op, None, t)) or self.code(_UPDATE_FAMILY[(op, None)], t)
+                self.words.extend((code, y, a, 0, 0, 0))
+                self.where.extend(pos)
+                self.n += 1
         else:
             a, akey, an = self.source(an, ai, al, t)
             b, bkey, bn = self.source(bn, bi, bl, t)

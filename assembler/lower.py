@@ -75,12 +75,14 @@ class ExprCompiler:
         self.n_temps = 0                               # temporaries of the function
         self.stmt_temps = 0                            # most live at once in this statement
         self.elements: dict[int, Ref] = {}             # id(Index node) -> its operand
+        self.computed: dict[tuple, Ref] = {}           # (expression text, type) -> temporary
 
     def forget(self) -> None:
         """Start a new expression context: types, folded constants and resolved elements are
         keyed by node identity, which Python reuses once nodes are gone."""
         self.typer.reset()
         self.elements.clear()
+        self.computed.clear()
 
     def temp(self, t: NumType) -> Ref:
         """A zero frame cell of type t for a temporary."""
@@ -142,9 +144,14 @@ class ExprCompiler:
             if not self.res.lookup(e.args[0].name, e.pos).stack:
                 return self.res.resolve(Len(e.pos, e.args[0].name), INT)
             return self.stack_cell(e.args[0], 0)
-        if et == BOOL:
-            return self.bit(e)
-        return self.compute(e, et)
+        # the same expression twice in a statement (`(r + 1) * (r + 1)`, `d[j + 1] - c[j + 1]`)
+        # is computed once: nothing the computations write is read by them
+        key = (text(e), et)
+        ref = self.computed.get(key)
+        if ref is None:
+            ref = self.bit(e) if et == BOOL else self.compute(e, et)
+            self.computed[key] = ref
+        return ref
 
     def element(self, e: Index) -> Ref:
         """`a[i]`: a direct cell for a constant index into a global or local array, else an
@@ -303,7 +310,9 @@ class ExprCompiler:
         skip_if = CMP_EQ if e.op == "&&" else CMP_NE          # skip the right operand when...
         jmp = self.fork(self.JMP, (cond_word(skip_if, INT), a.word, zero), 0, e.pos,
                         f"{'and' if e.op == '&&' else 'or'}{n}")
+        outside = dict(self.computed)       # what is computed under the guard stays there
         b = self.bit(e.right)
+        self.computed = outside
         join = self.fork(self.JOIN, (cond_word(skip_if, INT), a.word, zero), jmp, e.pos,
                          f"{'and' if e.op == '&&' else 'or'}{n}.end")
         self.unit.patch_pc(jmp, join)

@@ -131,6 +131,7 @@ class Match:
     call: CallExpr | None = None
     trace: TraceExpr | None = None
     message: str | None = None       # assert COND, "message"
+    names: list | None = None        # assert COND, "message", "name of a", "name of b"
 
 
 @dataclass(slots=True, eq=False)

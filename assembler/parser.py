@@ -906,6 +906,16 @@ class Parser:
                         raise ParseFail(s, "a message in quotes")
                     self.next()
                     m.message = s.text
+                    names = []                  # optional: what to call the two values
+                    while self.accept(","):
+                        n = self.peek()
+                        if n.kind != STRING:
+                            raise ParseFail(n, "the name of a value, in quotes")
+                        self.next()
+                        names.append(n.text)
+                    if names and len(names) != 2:
+                        raise Fail(s.pos, "E009", "an assert names both values or neither")
+                    m.names = names or None
             elif kind == "call":
                 n = self.name("a function name", keyword_ok=True)
                 self.expect("(")

@@ -194,11 +194,16 @@ def canonical(p):
                 for w in p.traces[int(row[1 + k])].operands:
                     word(w)
                 row[1 + k] = tmap.setdefault(int(row[1 + k]), len(tmap))
+            elif kind == "msg" and int(row[1 + k]):         # an assert's message: 1 + index
+                for w in p.traces[int(row[1 + k]) - 1].operands:
+                    word(w)
+                row[1 + k] = 1 + tmap.setdefault(int(row[1 + k]) - 1, len(tmap))
     q.xtab = [p.xtab[old] for old, new in sorted(xmap.items(), key=lambda kv: kv[1])]
     q.callsites = [CallSite(p.callsites[old].func, [type(a)(word(a.word), a.length)
                                                    for a in p.callsites[old].args])
                    for old, new in sorted(cmap.items(), key=lambda kv: kv[1])]
-    q.traces = [Trace(p.traces[old].message, [word(w) for w in p.traces[old].operands])
+    q.traces = [Trace(p.traces[old].message, [word(w) for w in p.traces[old].operands],
+                      p.traces[old].names, p.traces[old].lengths, p.traces[old].style)
                 for old, new in sorted(tmap.items(), key=lambda kv: kv[1])]
     return q
 
