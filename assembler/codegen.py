@@ -32,7 +32,7 @@ from .exprs import BOOL, names_read, text
 from .invert import invert_rows
 from .lower import ALWAYS, ExprCompiler, Test
 from .literals import Lit
-from .nodes import (Call, Compare, Delocal, For, From, If, Index, Instr, Label, Len, Literal,
+from .nodes import (Compare, Delocal, For, From, If, Index, Instr, Label, Len, Literal,
                     LocalDecl, Match, Name, Recovered, Show, StackOp, Swap, Update, With)
 from .operands import Resolver, describe
 from .parser import MAX_LENGTH

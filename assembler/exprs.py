@@ -18,7 +18,7 @@ own arithmetic (isa/arith.py) once its type is known.
 from __future__ import annotations
 
 from isa import arith
-from isa.functions import CMP_EQ, CMP_GT, CMP_SYMBOLS, FN1_BY_NAME, FN2_BY_NAME
+from isa.functions import CMP_SYMBOLS, FN1_BY_NAME, FN2_BY_NAME
 from isa.types import FIXED, FLOAT, INT, LNS, NumType, TYPE_BY_NAME
 
 from .diagnostics import Fail
@@ -341,7 +341,7 @@ class Typer:
                                          [0, a, b], F)[0]
                 return arith.wrap(a + b if e.op == "+" else a - b)
             fam = "addmul" if e.op == "*" else "adddiv"
-            return arith.execute(_op(fam, t), [_zero(t), a, b], F)[0]
+            return arith.execute(_op(fam, t), [0, a, b], F)[0]
         if isinstance(e, Call) and e.name == "size":
             return self.lookup(e.args[0].name, e.pos).length
         if isinstance(e, Call):
@@ -376,16 +376,3 @@ def _int_literals(e) -> bool:
 def _op(family: str, t: NumType):
     from isa.table import op_for
     return op_for(family, t)
-
-
-def _zero(t: NumType) -> int:
-    return 0
-
-
-def const_cmp(cmp: int, t: NumType, a: int, b: int) -> bool:
-    from isa.functions import cond_word
-    return arith.compare(cond_word(cmp, t), a, b)
-
-
-__all__ = ["BOOL", "Typer", "text", "is_leaf", "names_read", "OPERATOR_FN", "const_cmp",
-           "CMP_EQ", "CMP_GT"]

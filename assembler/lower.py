@@ -22,16 +22,15 @@ given back in stack order, so two statements reuse the same cells.
 """
 from __future__ import annotations
 
-from isa.functions import (CMP_ALWAYS, CMP_EQ, CMP_GT, CMP_LT, CMP_NE, CMP_NEGATE, FN1_BY_NAME,
-                           FN2_BY_NAME, cond_word)
 from isa import arith
+from isa.functions import CMP_EQ, CMP_GT, CMP_NE, CMP_NEGATE, FN1_BY_NAME, FN2_BY_NAME, cond_word
+from isa.program import MODE_G, MODE_L, MODE_P, MODE_X, Local, operand
 from isa.table import OP_BY_NAME, op_for
-from isa.types import FIXED, FLOAT, INT, LNS, NumType, TYPE_BY_NAME
-from isa.program import MODE_G, MODE_L, MODE_N, MODE_P, MODE_X, Local, operand
+from isa.types import FIXED, FLOAT, INT, LNS, TYPE_BY_NAME, NumType
 
 from .diagnostics import Fail, Pos
 from .exprs import BOOL, OPERATOR_FN, Typer, names_read, text
-from .literals import Lit, LiteralError, literal_word
+from .literals import Lit
 from .nodes import Binary, BoolLit, Call, Compare, Index, Len, Literal, Logic, Name, Unary
 from .symbols import Ref
 
@@ -64,13 +63,14 @@ ALWAYS = Test(0, 0, 0)
 class ExprCompiler:
     """Mixin of codegen.FunctionCompiler: the expression half of code generation.
 
-    Needs from its host: unit, res (operands.Resolver), scope, F, emit(op, values, pos),
-    declare_temp(type) and check_write(ref)."""
+    Needs from its host: unit, res (operands.Resolver), scope, locals, frame, here,
+    emit(op, values, pos), fork(...) and JMP/JOIN."""
 
     # ---- temporaries ------------------------------------------------------------------------
     def init_temps(self) -> None:
         self.typer = Typer(self.res.lookup, self.unit.F)
         self.free_temps: dict[int, list[int]] = {}     # type -> free frame offsets
+        self.temp_names: dict[int, str] = {}           # frame offset -> `$n`
         self.live_temps: list[tuple[int, int]] = []    # (type, offset) in the order taken
         self.n_temps = 0                               # temporaries of the function
         self.stmt_temps = 0                            # most live at once in this statement
@@ -92,12 +92,13 @@ class ExprCompiler:
         else:
             self.n_temps += 1
             off = self.frame
-            self.locals.append(Local(f"${self.n_temps}", t, off, None))
+            self.temp_names[off] = f"${self.n_temps}"
+            self.locals.append(Local(self.temp_names[off], t, off, None))
             self.frame += 1
         self.live_temps.append((int(t), off))
         if len(self.live_temps) > self.stmt_temps:
             self.stmt_temps = len(self.live_temps)
-        return Ref(operand(MODE_L, off), t, f"${off}", self.here, temp=True)
+        return Ref(operand(MODE_L, off), t, self.temp_names[off], self.here, temp=True)
 
     def temp_mark(self) -> int:
         return len(self.live_temps)
@@ -246,7 +247,6 @@ class ExprCompiler:
 
     def bit(self, e) -> Ref:
         """An int cell holding 1 if the condition e holds, else 0."""
-        ty = self.typer
         if isinstance(e, BoolLit):
             return self.const_ref(INT, int(e.value), e.pos, text(e))
         if isinstance(e, Call) and e.name == "empty":
@@ -512,7 +512,6 @@ class ExprCompiler:
     # ---- conditions ---------------------------------------------------------------------------
     def test(self, e) -> Test:
         """The test of a condition, computing what it needs now (uncomputed by the caller)."""
-        ty = self.typer
         if isinstance(e, BoolLit):
             if e.value:
                 return ALWAYS
@@ -568,7 +567,7 @@ class ExprCompiler:
                     same = text(r.index) == text(target.index)
                     ka, kb = self.typer.consts.get(id(r.index)), \
                         self.typer.consts.get(id(target.index))
-                    if same and not self._writes_between(target):
+                    if same:
                         raise Fail(r.pos, "E005", f"`{text(r)}` is also the target "
                                                   f"`{text(target)}`: a source may not alias "
                                                   f"the target")
@@ -583,9 +582,6 @@ class ExprCompiler:
                     raise Fail(r.pos, "E005", f"`{target.name}` is the target's array: it may "
                                               f"not occur in its own expression")
         return risky
-
-    def _writes_between(self, target) -> bool:
-        return False
 
     def is_stack(self, name: str) -> bool:
         sym = self.scope.get(name) or self.res.cells.get(name)
@@ -681,7 +677,3 @@ def _wrap(v: int) -> int:
 
 def _tn(t) -> str:
     return t if isinstance(t, str) else t.name_
-
-
-__all__ = ["ExprCompiler", "Test", "ALWAYS", "CMP_LT", "MODE_N", "literal_word", "LiteralError",
-           "FLOAT"]

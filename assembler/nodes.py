@@ -99,9 +99,6 @@ class BoolLit:
 Expr = Literal | Name | Index | Len | Unary | Binary | Compare | Logic | Call | BoolLit
 Operand = Literal | Name | Index | Len
 
-#: kept for code that names the old condition node
-Cond = Compare
-
 
 @dataclass(slots=True, eq=False)
 class CallExpr:

@@ -8,13 +8,12 @@ parameter array is an N operand; of an array with a static length it is that num
 """
 from __future__ import annotations
 
-from isa.functions import CMP_NEGATE, cond_word
 from isa.types import INT, NumType
 from isa.program import MODE_G, MODE_N, MODE_P, MODE_X, operand
 
 from .diagnostics import Fail
 from .literals import Lit, LiteralError, literal_word
-from .nodes import Cond, Index, Len, Literal, Name
+from .nodes import Index, Len, Literal, Name
 from .symbols import CellSym, Ref
 from .unit import Unit
 
@@ -66,14 +65,6 @@ class Resolver:
             if n is not None:
                 return Literal(o.pos, Lit("int", n, str(n)))
         return None
-
-    def peek_type(self, o) -> NumType | None:
-        """The cell type of an operand without side effects (None for a literal)."""
-        if self.as_literal(o) is not None:
-            return None
-        if isinstance(o, Len):
-            return INT
-        return self.lookup(o.name, o.pos).type
 
     def resolve(self, o, want: NumType | None) -> Ref:
         """A scalar operand as a Ref of type `want` (checked; literals take that type)."""
@@ -136,17 +127,3 @@ class Resolver:
         length = -1 if sym.mode == MODE_P else sym.length
         return Ref(operand(sym.mode, sym.loc), sym.type, o.name, o.pos, array=True,
                    length=length, const=sym.const, sym=sym)
-
-    def condition(self, c: Cond | None, negate: bool = False) -> tuple[int, int, int, list[Ref]]:
-        """(condition word, a, b, refs) of `a OP b`; None is the condition `always`."""
-        if c is None:
-            return 0, 0, 0, []
-        t = self.peek_type(c.left)
-        if t is None:
-            t = self.peek_type(c.right)
-        if t is None:
-            raise Fail(c.pos, "E004", "a comparison of two literals has no type: compare a cell")
-        left = self.resolve(c.left, t)
-        right = self.resolve(c.right, t)
-        cmp = CMP_NEGATE[c.cmp] if negate else c.cmp
-        return cond_word(cmp, t), left.word, right.word, [left, right]

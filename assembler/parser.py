@@ -24,7 +24,7 @@ from isa.types import INT, TYPE_BY_NAME
 
 from .diagnostics import Fail, Pos, Reporter
 from .lexer import DIRECTIVE, EOF, INT as T_INT, NAME, NEWLINE, PUNCT, RAW, REAL, STRING, Token
-from .lexer import TokenStream, line_tokens
+from .lexer import TokenStream
 from .literals import Lit
 from .nodes import (Binary, Call, CallExpr, Compare, Decl, Delocal, FixedDirective, For, From,
                     FuncDecl, If, Include, Index, Instr, Label, Len, Literal, LocalDecl, Logic,
@@ -943,13 +943,6 @@ class Parser:
 
 _SKIP = re.compile(r'[{}";#]')
 _STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"')
-
-
-class _Quiet(Reporter):
-    """Swallows lexical errors while pass 1 only counts braces (pass 2 reports them)."""
-
-    def error(self, pos, code, message) -> None:
-        pass
 
 
 def parse(text: str, file: int, rep: Reporter) -> list:

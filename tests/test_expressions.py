@@ -5,7 +5,6 @@ temporary at zero, gradients against finite differences and native gradients bit
 from __future__ import annotations
 
 import math
-import re
 
 import numpy as np
 import pytest
