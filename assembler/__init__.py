@@ -34,8 +34,15 @@ def assemble(text: str, filename: str = "<string>", include_paths: Sequence[str]
 def assemble_file(path: str | os.PathLike, include_paths: Sequence[str] = ()) -> Program:
     """Assemble the `.rasm` file at `path` (includes resolve relative to it first)."""
     path = os.fspath(path)
-    with open(path, encoding="utf-8") as fh:
-        text = fh.read()
+    with open(path, "rb") as fh:
+        data = fh.read()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise AssemblyError([Diagnostic(path, 1, 1, "E001", f"not a program: the file is not "
+                                                            f"UTF-8 text (byte {e.start} is "
+                                                            f"0x{data[e.start]:02x}); a binary "
+                                                            f"file?", None)]) from None
     return assemble(text, path, include_paths)
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from rvm.errors import RVMError
+
 CODES: dict[str, str] = {
     "E001": "syntax error",
     "E002": "undefined name",
@@ -34,6 +36,10 @@ class Pos(NamedTuple):
     col: int
 
 
+MAX_DIAGNOSTICS = 100     # reported at once; the rest are counted
+CLIP = 120                # characters of a source line shown around the caret
+
+
 @dataclass
 class Diagnostic:
     """One error: where, which code, what, and the source line it points into."""
@@ -42,23 +48,36 @@ class Diagnostic:
     col: int
     code: str
     message: str
-    source_line: str = ""
+    source_line: str | None = ""    # None: a diagnostic about a whole file
 
     def __str__(self) -> str:
-        caret = "".join("\t" if c == "\t" else " " for c in self.source_line[:max(self.col - 1, 0)])
+        if self.source_line is None:                 # about the whole file: no line to show
+            return f"{self.file}:{self.line}:{self.col}: error[{self.code}]: {self.message}"
+        line, col = self.source_line, max(self.col - 1, 0)
+        if len(line) > CLIP:                         # a long line: the part around the caret
+            lo = max(0, min(col - CLIP // 2, len(line) - CLIP))
+            line = ("..." if lo else "") + line[lo:lo + CLIP] + \
+                ("..." if lo + CLIP < len(line) else "")
+            col = col - lo + (3 if lo else 0)
+        caret = "".join("\t" if c == "\t" else " " for c in line[:col])
         return (f"{self.file}:{self.line}:{self.col}: error[{self.code}]: {self.message}\n"
-                f"  {self.source_line}\n  {caret}^")
+                f"  {line}\n  {caret}^")
 
 
-class AssemblyError(Exception):
-    """Raised when a source has errors; `diagnostics` lists all of them."""
+class AssemblyError(RVMError):
+    """Raised when a source has errors; `diagnostics` lists them (at most MAX_DIAGNOSTICS;
+    `more` counts the ones left out)."""
 
-    def __init__(self, diagnostics: list[Diagnostic]):
+    def __init__(self, diagnostics: list[Diagnostic], more: int = 0):
         self.diagnostics = list(diagnostics)
+        self.more = more
         super().__init__(str(self))
 
     def __str__(self) -> str:
-        return "\n".join(str(d) for d in self.diagnostics)
+        text = "\n".join(str(d) for d in self.diagnostics)
+        if self.more:
+            text += f"\n... and {self.more} more error{'s' * (self.more > 1)}"
+        return text
 
 
 class Fail(Exception):
@@ -77,6 +96,7 @@ class Reporter:
         self.texts: list[str] = []           # the source of each file (lines are cut on demand)
         self.diagnostics: list[tuple[int, Diagnostic]] = []
         self._seen: set[tuple] = set()
+        self.more = 0                        # errors past MAX_DIAGNOSTICS, only counted
 
     def add_file(self, name: str, text: str) -> int:
         self.files.append(name)
@@ -88,6 +108,11 @@ class Reporter:
         if key in self._seen:          # a line lexed by both passes reports its errors once
             return
         self._seen.add(key)
+        if len(self.diagnostics) >= MAX_DIAGNOSTICS:
+            self.more += 1
+            return
+        if len(message) > 2 * CLIP:                  # a message quoting a huge name or literal
+            message = message[:CLIP] + " ... " + message[-CLIP // 2:]
         from .lexer import source_line
         text = self.texts[pos.file] if 0 <= pos.file < len(self.texts) else ""
         src = source_line(text, pos.line) if pos.line > 0 else ""
@@ -104,4 +129,4 @@ class Reporter:
     def raise_if_any(self) -> None:
         if self.diagnostics:
             ordered = sorted(self.diagnostics, key=lambda fd: (fd[0], fd[1].line, fd[1].col))
-            raise AssemblyError([d for _, d in ordered])
+            raise AssemblyError([d for _, d in ordered], self.more)

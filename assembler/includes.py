@@ -3,7 +3,9 @@
 `include "path"` is looked up relative to the including file's directory, then in each include
 path, then (for `std/...`) in the package's own assembler/std/ directory.  A file is included
 once: a later include of the same file is skipped; including a file that is still being read
-(a cycle) is error E010, and so is a file that cannot be found or read.
+(a cycle) is error E010, and so is a file that cannot be found or read, a file that is not a
+`.rasm` source (include reads programs only: `include "/etc/passwd"` is refused unread), and a
+chain of includes more than MAX_NESTING deep.
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from .nodes import Include
 from .parser import Parser
 
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+MAX_NESTING = 64          # files being read at once (an include chain)
 
 
 def _candidates(path: str, including: str, include_paths: Sequence[str]) -> list[str]:
@@ -59,6 +62,13 @@ class Loader:
         return items
 
     def include(self, it: Include, including: str) -> list:
+        if not it.path.endswith(".rasm"):
+            self.rep.error(it.pos, "E010", f"`{it.path}` is not a .rasm file: include reads "
+                                           f"program sources only")
+            return []
+        if len(self.stack) >= MAX_NESTING:
+            self.rep.error(it.pos, "E010", f"includes nested more than {MAX_NESTING} deep")
+            return []
         found = next((c for c in _candidates(it.path, including, self.include_paths)
                       if os.path.isfile(c)), None)
         if found is None:

@@ -37,7 +37,7 @@ class Token(NamedTuple):
             return "end of file"
         if self.kind == STRING:
             return "a string"
-        return f"`{self.text}`"
+        return f"`{self.text}`" if len(self.text) <= 40 else f"`{self.text[:30]}...`"
 
 
 # longest first where one is a prefix of another
@@ -58,8 +58,16 @@ _INTEGER = re.compile(r"0[xXbB].*|\d+")
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", '"': '"', "0": "\0"}
 
 
+# An integer literal longer than this cannot fit a cell, whatever its base: its value is taken
+# as TOO_BIG (so the range check reports it) without converting the digits.
+MAX_DIGITS = 80
+TOO_BIG = 1 << 100
+
+
 def parse_int(text: str) -> int:
     """Value of an unsigned integer literal in decimal, 0x hex or 0b binary."""
+    if len(text) > MAX_DIGITS:
+        return TOO_BIG
     low = text.lower()
     if low.startswith("0x"):
         return int(text[2:], 16)
@@ -162,7 +170,7 @@ def line_tokens(line: str, file: int, ln: int, rep: Reporter, out: list) -> None
                 i += len(bad)
                 continue
             if kind == "num":
-                if tok.isdigit():
+                if tok.isdigit() and len(tok) <= MAX_DIGITS:
                     out.append(_new(Token, (INT, tok, int(tok), pos)))
                 elif _INTEGER.fullmatch(tok):
                     out.append(_new(Token, (INT, tok, parse_int(tok), pos)))

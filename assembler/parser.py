@@ -25,7 +25,7 @@ from isa.types import INT, TYPE_BY_NAME
 from .diagnostics import Fail, Pos, Reporter
 from .lexer import DIRECTIVE, EOF, INT as T_INT, NAME, NEWLINE, PUNCT, RAW, REAL, STRING, Token
 from .lexer import TokenStream
-from .literals import Lit
+from .literals import Lit, clip
 from .nodes import (Binary, Call, CallExpr, Compare, Decl, Delocal, FixedDirective, For, From,
                     FuncDecl, If, Include, Index, Instr, Label, Len, Literal, LocalDecl, Logic,
                     Match, Name, ParamDecl, Recovered, Show, StackOp, Swap, TraceExpr, TypeSpec,
@@ -201,7 +201,8 @@ class Parser:
             if n.kind == T_INT:
                 self.next()
                 if not 1 <= int(n.value) <= MAX_LENGTH:
-                    raise Fail(n.pos, "E006", f"array length {n.text} is not in 1..{MAX_LENGTH}")
+                    raise Fail(n.pos, "E006", f"array length {clip(n.text)} is not in "
+                                              f"1..{MAX_LENGTH}")
                 spec.length = int(n.value)
             elif not (allow_open and n.is_("]")):
                 raise ParseFail(n, "an array length" if not allow_open else "an array length or `]`")
@@ -218,7 +219,8 @@ class Parser:
                 raise ParseFail(n, "the capacity of the stack")
             self.next()
             if not 1 <= int(n.value) < MAX_LENGTH:
-                raise Fail(n.pos, "E006", f"stack capacity {n.text} is not in 1..{MAX_LENGTH - 1}")
+                raise Fail(n.pos, "E006", f"stack capacity {clip(n.text)} is not in "
+                                          f"1..{MAX_LENGTH - 1}")
             spec.length = int(n.value) + 1        # cell 0 holds the size
             self.expect("]")
         elif not allow_open:

@@ -18,13 +18,15 @@ from typing import Any
 from .errors import InvalidBytecode, RVMError, Trap
 from .program import Program
 
+_LAZY_ASSEMBLER = ("AssemblyError", "Diagnostic")
+
 _LAZY = {"assemble": "api", "load": "api", "run": "api", "roundtrip": "api", "Result": "api",
          "RoundTrip": "api", "Machine": "machine", "derivatives": "ad", "grad": "ad",
          "grad_fn": "ad", "hessian": "ad", "hvp": "ad", "jvp": "ad"}
 
 __all__ = ["assemble", "load", "run", "roundtrip", "Result", "RoundTrip", "Machine", "Program",
-           "RVMError", "Trap", "InvalidBytecode", "grad", "jvp", "hessian", "hvp", "grad_fn",
-           "derivatives"]
+           "RVMError", "Trap", "InvalidBytecode", "AssemblyError", "Diagnostic", "grad", "jvp",
+           "hessian", "hvp", "grad_fn", "derivatives"]
 __version__ = "0.1.0"
 
 
@@ -33,6 +35,10 @@ _SUBMODULES = ("api", "machine", "ad", "native", "debug", "trace", "hw", "cli", 
 
 
 def __getattr__(name: str) -> Any:
+    if name in _LAZY_ASSEMBLER:
+        value = getattr(import_module("assembler"), name)
+        globals()[name] = value
+        return value
     if name in _SUBMODULES:
         return import_module(f".{name}", __name__)
     module = _LAZY.get(name)

@@ -27,7 +27,9 @@ def assemble(source: str | os.PathLike, filename: str | None = None,
     A str is taken as a path when it names an existing file and has no newline."""
     from assembler import assemble as asm_text
 
-    if isinstance(source, os.PathLike) or ("\n" not in source and os.path.isfile(source)):
+    if isinstance(source, os.PathLike) or ("\n" not in source and (
+            os.path.exists(source) or source.strip().endswith((".rasm", ".ja", ".rbc")))):
+        # a path (one that names a program file must exist: no parsing it as source)
         return load(source, include_paths=include_paths)
     return asm_text(source, filename or "<string>", include_paths)
 
@@ -39,6 +41,9 @@ def load(path: str | os.PathLike, include_paths: tuple[str, ...] = (), **janus: 
     from assembler import rbc
 
     p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"cannot read {os.fspath(path)}: "
+                                f"{'it is a directory' if p.is_dir() else 'no such file'}")
     if p.suffix == ".rbc":
         return rbc.read(p)
     if p.suffix == ".ja":

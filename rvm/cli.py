@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import sys
 import time
 from fractions import Fraction
@@ -93,16 +94,40 @@ def _raws(v: Any) -> Any:
     return v
 
 
+_INT_TEXT = re.compile(r"[+-]?(0[xX][0-9a-fA-F_]+|0[bB][01_]+|0[oO][0-7_]+|[0-9][0-9_]*)\Z")
+_REAL_TEXT = re.compile(r"[+-]?([0-9][0-9_]*)?(\.[0-9_]*)?([eE][+-]?[0-9]+)?\Z")
+
+
+def _parse_scalar(text: str, whole: str) -> Any:
+    """One number as the language writes it: 42, -7, 0x2a, 0b101, 1_000 (an int), 1.5,
+    -2.5e-3 (read exactly), or a raw word $0x...; anything else (true, null, ...) is refused."""
+    t = text.strip()
+    if len(t) >= 2 and t[0] == t[-1] == '"':  # a JSON string in a list: "$0x..."
+        t = t[1:-1].strip()
+    if t.startswith("$"):
+        return _raw_word(t)
+    if len(t) > 400:
+        raise UsageError(f"the value {whole[:40]!r}... is too long")
+    if _INT_TEXT.match(t):
+        digits = t.replace("_", "")
+        try:
+            return int(digits, 0)
+        except ValueError:  # a leading zero (007) is decimal here, as in .rasm
+            return int(digits, 10)
+    if t and any(c.isdigit() for c in t) and _REAL_TEXT.match(t):
+        return Fraction(t.replace("_", ""))
+    raise UsageError(f"cannot read the value {whole!r}: give a number (42, -7, 0x2a, 1_000, "
+                     f"1.5, 2.5e-3), a list [1, 2, 3] or a raw word $0x...")
+
+
 def _parse_value(text: str) -> Any:
-    """A number or JSON list; decimals are read exactly (a fixed cell gets the exact value
-    rounded half to even, like a literal in .rasm), `$0x...` is a raw word."""
-    if text.startswith("$"):
-        return _raw_word(text)
-    try:
-        return _raws(json.loads(text, parse_float=Fraction))
-    except json.JSONDecodeError:
-        raise UsageError(f"cannot read the value {text!r}: give a number, a JSON list or a "
-                         f"raw word $0x...") from None
+    """A number or a list of numbers; decimals are read exactly (a fixed cell gets the exact
+    value rounded half to even, like a literal in .rasm), `$0x...` is a raw word."""
+    t = text.strip()
+    if t.startswith("[") and t.endswith("]"):
+        body = t[1:-1].strip()
+        return [_parse_scalar(x, text) for x in body.split(",")] if body else []
+    return _parse_scalar(t, text)
 
 
 def collect_values(pairs: Sequence[str], json_file: str | None) -> dict[str, Any]:
