@@ -14,6 +14,7 @@ Program can crash the interpreter.  What still goes wrong at run time is a Bytec
 from libc.stdint cimport int64_t, uint64_t, uint8_t, INT64_MIN, INT64_MAX, UINT64_MAX
 from libc.string cimport memset, memcpy
 from cpython.exc cimport PyErr_CheckSignals
+from cpython.pythread cimport PyThread_get_thread_ident
 from cpython.long cimport PyLong_AsLongLongAndOverflow
 
 import numpy as np
@@ -3322,13 +3323,22 @@ cdef class GradFnBase:
     """The call of rvm.ad.engine.GradFn (its base class), in C: once `fast` holds a GradCall,
     a call runs it (counting `countdown` down to 0, when it calls self._countdown_done()), and
     only a call it cannot take, or any call before, goes to self._general(inputs) in Python.
-    `fast_grad` is the last call's gradient if the fast path made it, else None."""
+    `fast_grad` is the last call's gradient if the fast path made it, else None.
+    The object's machine belongs to one thread, `owner` (the first caller's); a call from any
+    other thread goes to self._lane(inputs), which runs it on that thread's own machine, so
+    that one object can be shared by threads (the check is a compare, done under the GIL)."""
     cdef public object fast
     cdef public int countdown
     cdef public object fast_grad
+    cdef public unsigned long owner           # thread ident; 0 until the first call
 
     def __call__(self, inputs=None):
         cdef object g
+        cdef unsigned long me = PyThread_get_thread_ident()
+        if me != self.owner:
+            if self.owner != 0:
+                return self._lane(inputs)
+            self.owner = me
         if self.fast is not None:
             if self.countdown > 0:
                 self.countdown -= 1

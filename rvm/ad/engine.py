@@ -322,8 +322,24 @@ def derivatives(program: Program | str | os.PathLike, of: str | None = None,
     hessian    also the full Hessian over the wrt cells (one tangent-over-adjoint pass each)
     direction  {wrt name: vector}: also the Hessian-vector product H v
     tangents   {input name: tangent}: forward mode; the tangents of the outputs come back
-    machine    a Machine of `program` to reuse (its state is reset)
+    machine    a Machine of `program` to reuse (its state is reset); calls that share one
+               machine from several threads take turns (a lock per machine)
     """
+    if machine is not None:
+        with machine.__dict__.setdefault("_ad_lock", threading.RLock()):
+            return _derivatives(program, of, wrt, inputs, gradient, hessian, tangents,
+                                direction, check_ancillas, strict, max_steps, seed, machine,
+                                _runner)
+    return _derivatives(program, of, wrt, inputs, gradient, hessian, tangents, direction,
+                        check_ancillas, strict, max_steps, seed, machine, _runner)
+
+
+def _derivatives(program: Program | str | os.PathLike, of: str | None,
+                 wrt: str | Sequence[str], inputs: Mapping[str, Any] | None, gradient: bool,
+                 hessian: bool, tangents: Mapping[str, Any] | None,
+                 direction: Mapping[str, Any] | None, check_ancillas: bool, strict: bool,
+                 max_steps: int | None, seed: int, machine: Machine | None,
+                 _runner: _Runner | None) -> Derivatives:
     prog = machine.program if machine is not None else _as_program(program)
     names = _wrt_list(wrt) if (gradient or hessian or direction) else list((tangents or {}))
     r = _runner
@@ -490,7 +506,14 @@ class GradFn(_core.GradFnBase):
     NATIVE_AFTER-th fast call (native=None, unless RVM_NATIVE=0; built in a thread, the calls
     go on interpreted until it is ready), at once (native=True, which raises when it cannot)
     or never (native=False).  `f.last` is the last call's Derivatives;
-    `f.native` says whether native code runs and, if not, why."""
+    `f.native` says whether native code runs and, if not, why.
+
+    One GradFn may be shared by threads (a thread pool, Dask workers): the first thread to call
+    it owns its machine, and each other thread gets a lane of its own, a GradFn on its own
+    machine made at its first call (it costs one Machine per thread and, on that thread's first
+    call, one general call; native code built for the owner is shared, not rebuilt).  Calls on
+    different threads then run in parallel where native code releases the GIL, and each gives
+    the result a serial call would, bit for bit.  `f.last` is the calling thread's last call."""
 
     NATIVE_AFTER = 8
 
@@ -506,6 +529,10 @@ class GradFn(_core.GradFnBase):
         self._native: str = "not compiled"
         self._build: threading.Thread | None = None     # the automatic build, while it runs
         self._built: Any = None
+        self._nat: Any = None                           # the installed rvm.native.Native
+        self._choice = native
+        self._lanes = threading.local()                 # .fn: the calling thread's GradFn
+        self._lanes_lock = threading.Lock()
         self.countdown = -1 if native is False or os.environ.get("RVM_NATIVE") == "0" \
             else self.NATIVE_AFTER
         if native is False:
@@ -524,6 +551,25 @@ class GradFn(_core.GradFnBase):
         self._first = False
         self._last = res
         return res.gradient
+
+    def _lane(self, inputs: Mapping[str, Any] | None) -> dict[str, Any]:
+        """A call from a thread other than the owner (GradFnBase.__call__ sends it here): run
+        it on the calling thread's own GradFn."""
+        lane = getattr(self._lanes, "fn", None)
+        if lane is None:
+            lane = self._lanes.fn = self._new_lane()
+        return lane(inputs)
+
+    def _new_lane(self) -> GradFn:
+        with self._lanes_lock:              # the owner may be installing its native code
+            nat, choice = self._nat, self._choice
+            if nat is None and self.countdown == -1:
+                choice = False              # the owner will not run native code: nor a lane
+        lane = GradFn(self.program, self.of, self.wrt, self.check_ancillas, self.options,
+                      native=False if nat is not None else choice)
+        if nat is not None:
+            lane._install(nat)
+        return lane
 
     def _countdown_done(self) -> None:
         """At the NATIVE_AFTER-th fast call: build the native code in a thread (the compiler
@@ -560,12 +606,15 @@ class GradFn(_core.GradFnBase):
         self.countdown = -1
         if not nat.install(self.runner.core):
             raise native.BuildError("the entry frame does not fit the machine's frame region")
+        with self._lanes_lock:
+            self._nat = nat
         self._native = f"native ({nat.path.name}, {'built' if nat.built else 'cached'} "\
                        f"in {nat.seconds:.2f} s)"
         return nat
 
     def _refuse(self, e: Exception) -> None:
-        self.countdown = -1
+        with self._lanes_lock:
+            self.countdown = -1
         self._native = f"interpreted: {e}"
 
     @property
@@ -575,7 +624,10 @@ class GradFn(_core.GradFnBase):
 
     @property
     def last(self) -> Derivatives | None:
-        """The last call's Derivatives (built on demand after a fast call)."""
+        """The calling thread's last call's Derivatives (built on demand after a fast call)."""
+        if self.owner not in (0, threading.get_ident()):
+            lane = getattr(self._lanes, "fn", None)
+            return lane.last if lane is not None else None
         if self.fast_grad is not None:
             r, w = self.runner, self.runner.words
             self._last = Derivatives(cells=r.wrt, gradient=self.fast_grad, steps=r.core.last_n,
