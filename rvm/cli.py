@@ -1,18 +1,26 @@
 """The `rvm` command: thin verbs over the assembler and the machine.
 
-Exit codes (documented in README.md and `rvm --help`):
+Exit codes (documented in README.md and `rvm --help`; one table for every verb):
   0  success
   1  the program is wrong: assembly errors, an invalid .rbc file, a file that cannot be read
-  2  usage error: bad arguments or input values
+  2  usage error: bad arguments or input values, an output that cannot be written, a size
+     the machine cannot allocate
   3  the run trapped (come-from mismatch, nonzero ancilla, division by zero, ...)
   4  the run hit its step limit (--max-steps)
+  5  rvm grad: a derivative is not finite or a check failed (rvm/ad/cli.py)
   130 interrupted (Ctrl-C)
+  141 stdout was closed early (a broken pipe, as in `rvm run ... | head -1`): rvm stops
+     quietly, with the status a program killed by SIGPIPE has in the shell (128 + 13)
+
+Outputs (-o FILE on every verb, `rvm trace --plots DIR`): rvm creates no directories but
+the output itself: the directory FILE (or DIR) goes into must exist, else exit 2.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import math
+import os
 import re
 import sys
 import time
@@ -23,13 +31,26 @@ from typing import Any, Sequence
 import numpy as np
 
 EXIT_OK, EXIT_PROGRAM, EXIT_USAGE, EXIT_TRAP, EXIT_STEP_LIMIT, EXIT_INTERRUPT = 0, 1, 2, 3, 4, 130
+EXIT_BROKEN_PIPE = 141
 # 5 (EXIT_DERIVATIVE) belongs to rvm grad: rvm/ad/cli.py
 
-EPILOG = """\
-exit status:
+# The machine's capacities a command line may ask for: beyond these the work arrays alone
+# (8 bytes a cell, 40 bytes a call level) would take more than 16 GiB.
+MAX_STACK_CELLS = 1 << 31
+MAX_FRAME_CELLS = 1 << 31
+MAX_DEPTH = 1 << 24
+DEFAULT_STACK_CELLS, DEFAULT_FRAME_CELLS, DEFAULT_DEPTH = 1 << 20, 1 << 22, 1 << 16
+
+EXIT_TABLE = """\
+exit status (every verb):
   0 success, 1 program error (assembly diagnostics, invalid .rbc, unreadable file),
-  2 usage error, 3 the run trapped, 4 step limit reached, 5 rvm grad: a derivative is not
-  finite or --check fd failed, 130 interrupted.  Each verb's --help says what it returns.
+  2 usage error (bad arguments or values, an output that cannot be written, a size that
+  cannot be allocated), 3 the run trapped, 4 step limit reached, 5 rvm grad: a derivative
+  is not finite or --check fd failed, 130 interrupted, 141 stdout closed early (broken
+  pipe: rvm stops quietly).  -o FILE: FILE's directory must exist (rvm creates none).
+"""
+
+EPILOG = EXIT_TABLE + """\
 
 examples:
   rvm run programs/rfib.rasm n=10            # prints out = 55
@@ -94,6 +115,22 @@ def _raws(v: Any) -> Any:
     return v
 
 
+class Literal(Fraction):
+    """A decimal value from the command line: exact, and printed (in error messages) as the
+    user wrote it, not as `Fraction(...)`."""
+
+    def __new__(cls, text: str):
+        self = super().__new__(cls, text.replace("_", ""))
+        self.text = text
+        return self
+
+    def __repr__(self) -> str:
+        text = getattr(self, "text", None)
+        return text if text is not None else Fraction.__repr__(self)
+
+    __str__ = __repr__
+
+
 _INT_TEXT = re.compile(r"[+-]?(0[xX][0-9a-fA-F_]+|0[bB][01_]+|0[oO][0-7_]+|[0-9][0-9_]*)\Z")
 _REAL_TEXT = re.compile(r"[+-]?([0-9][0-9_]*)?(\.[0-9_]*)?([eE][+-]?[0-9]+)?\Z")
 
@@ -115,7 +152,7 @@ def _parse_scalar(text: str, whole: str) -> Any:
         except ValueError:  # a leading zero (007) is decimal here, as in .rasm
             return int(digits, 10)
     if t and any(c.isdigit() for c in t) and _REAL_TEXT.match(t):
-        return Fraction(t.replace("_", ""))
+        return Literal(t)
     raise UsageError(f"cannot read the value {whole!r}: give a number (42, -7, 0x2a, 1_000, "
                      f"1.5, 2.5e-3), a list [1, 2, 3] or a raw word $0x...")
 
@@ -135,7 +172,7 @@ def collect_values(pairs: Sequence[str], json_file: str | None) -> dict[str, Any
     if json_file:
         try:
             data = json.loads(Path(json_file).read_text() if json_file != "-" else sys.stdin.read(),
-                              parse_float=Fraction)
+                              parse_float=Literal)
         except (OSError, json.JSONDecodeError) as e:
             raise UsageError(f"cannot read inputs from {json_file}: {e}") from None
         if not isinstance(data, dict):
@@ -245,6 +282,47 @@ def print_costs(prog, verbose: bool, out=None) -> None:
                   f"{'y' if k == 1 else 'ies'}: {src}", file=out)
 
 
+def output_path(path: str | Path, what: str = "") -> Path:
+    """The one rule for every output a verb writes (-o FILE, --plots DIR): the directory it goes
+    into must exist (rvm creates no directories but the output itself), and a FILE may not be
+    a directory.  A usage error (exit 2) otherwise."""
+    p = Path(path)
+    name = f"{what} {path}" if what else str(path)
+    parent = p.parent if str(p.parent) else Path(".")
+    if not parent.is_dir():
+        if parent.exists():
+            raise UsageError(f"cannot write {name}: {parent} is not a directory")
+        raise UsageError(f"cannot write {name}: the directory {parent} does not exist (rvm "
+                         f"creates no directories; make it first)")
+    return p
+
+
+def output_dir(path: str | Path, what: str) -> Path:
+    """An output directory (`--plots DIR`): made if missing, under the rule of output_path."""
+    p = output_path(path, what)
+    if p.exists() and not p.is_dir():
+        raise UsageError(f"cannot write {what} {path}: it is not a directory")
+    try:
+        p.mkdir(exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"cannot make {what} {path}: {e.strerror or e}") from None
+    return p
+
+
+def write_output(path: str | Path, data: str | bytes, what: str = "") -> None:
+    """Write a verb's output file under the rule of output_path; a failure is a usage error."""
+    p = output_path(path, what)
+    if p.is_dir():
+        raise UsageError(f"cannot write {path}: it is a directory")
+    try:
+        if isinstance(data, bytes):
+            p.write_bytes(data)
+        else:
+            p.write_text(data)
+    except OSError as e:
+        raise UsageError(f"cannot write {path}: {e.strerror or e}") from None
+
+
 def cmd_asm(a: argparse.Namespace) -> int:
     from assembler import rbc
 
@@ -256,14 +334,14 @@ def cmd_asm(a: argparse.Namespace) -> int:
     if out == "-":
         sys.stdout.buffer.write(data)
     else:
-        Path(out).write_bytes(data)
+        write_output(out, data)
         print(f"wrote {out} ({len(prog.code)} instructions, {len(data)} bytes)", file=sys.stderr)
     return EXIT_OK
 
 
 def _write_text(text: str, output: str | None) -> None:
     if output and output != "-":
-        Path(output).write_text(text)
+        write_output(output, text)
     else:
         sys.stdout.write(text)
 
@@ -322,23 +400,84 @@ def loop_kernels(m: rvm.Machine, forward: bool = True) -> dict[str, int]:
     return counts
 
 
+def add_machine_options(s: argparse.ArgumentParser) -> None:
+    """The machine's capacities, on every verb that builds a Machine from the command line."""
+    s.add_argument("--stack-cells", type=bounded_int(MAX_STACK_CELLS), metavar="N",
+                   help=f"value stack size in cells (default {DEFAULT_STACK_CELLS}, at most "
+                        f"{MAX_STACK_CELLS})")
+    s.add_argument("--frame-cells", type=bounded_int(MAX_FRAME_CELLS), metavar="N",
+                   help=f"frame memory for the locals of active calls, in cells (default "
+                        f"{DEFAULT_FRAME_CELLS}, at most {MAX_FRAME_CELLS})")
+    s.add_argument("--max-depth", type=bounded_int(MAX_DEPTH), metavar="N",
+                   help=f"call depth limit: calls and uncalls nested at most N deep (default "
+                        f"{DEFAULT_DEPTH}, at most {MAX_DEPTH}); deeper traps with StackOverflow")
+
+
+def make_machine(prog, a: argparse.Namespace):
+    """rvm.Machine with the capacities of add_machine_options; memory the system cannot give
+    is a usage error that names the sizes asked for."""
+    import rvm
+
+    options = {k: getattr(a, k) for k in ("stack_cells", "frame_cells", "max_depth")
+               if getattr(a, k, None)}
+    try:
+        return rvm.Machine(prog, **options)
+    except MemoryError:
+        sizes = (f"{options.get('stack_cells', DEFAULT_STACK_CELLS)} stack cells, "
+                 f"{options.get('frame_cells', DEFAULT_FRAME_CELLS)} frame cells, call depth "
+                 f"{options.get('max_depth', DEFAULT_DEPTH)}")
+        raise UsageError(f"cannot allocate the machine's memory ({sizes}; 8 bytes a cell): "
+                         f"out of memory; give smaller --stack-cells/--frame-cells/--max-depth"
+                         ) from None
+
+
+def trap_json(e) -> dict[str, Any]:
+    """A trap as JSON: what `--json` prints on stdout when the run traps."""
+    from rvm.errors import StepLimit
+
+    loc = e.location
+    return {"kind": e.kind, "code": e.code, "message": e.detail,
+            "location": {"file": loc[0], "line": loc[1], "column": loc[2]} if loc else None,
+            "pc": e.pc, "instruction": e.instruction, "step": e.step,
+            "direction": "forward" if e.direction > 0 else "backward",
+            "values": {k: plain(v) if isinstance(v, (int, float, list)) or hasattr(v, "tolist")
+                       else str(v) for k, v in e.values.items()},
+            "exit_status": EXIT_STEP_LIMIT if isinstance(e, StepLimit) else EXIT_TRAP}
+
+
+class _json_trap:
+    """With --json, a trap (or the step limit) also prints {"trap": {...}} on stdout; the
+    exception then goes on to main, which prints the message and returns the exit status."""
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind, e, tb) -> bool:
+        from rvm.errors import Trap
+
+        if self.enabled and isinstance(e, Trap):
+            print(json.dumps({"trap": trap_json(e)}, indent=2))
+        return False
+
+
 def cmd_run(a: argparse.Namespace) -> int:
     import rvm
     from rvm.api import drift_since, garbage_cells, snapshot
 
     prog = load_program(a.program)
     values = collect_values(a.values, a.inputs)
-    options = {}
-    if a.stack_cells:
-        options["stack_cells"] = a.stack_cells
-    m = rvm.Machine(prog, **options)
+    m = make_machine(prog, a)
     try:
         set_values(m, values, at_end=a.reverse)
     except (KeyError, ValueError, TypeError, OverflowError, rvm.RVMError) as e:
         raise UsageError(str(e.args[0]) if e.args else str(e)) from None
     snap = snapshot(m) if a.roundtrip else None
     t0 = time.perf_counter()
-    m.run(direction=-1 if a.reverse else 1, max_steps=a.max_steps)
+    with _json_trap(a.json):
+        m.run(direction=-1 if a.reverse else 1, max_steps=a.max_steps)
     elapsed = time.perf_counter() - t0
     result = m.inputs() if a.reverse else m.outputs()
     garbage = garbage_cells(m, at_end=not a.reverse)
@@ -366,7 +505,8 @@ def cmd_run(a: argparse.Namespace) -> int:
             rows.append(("garbage", ", ".join(garbage) or "none"))
             print_table("stats", rows, out=sys.stderr)
     if snap is not None:
-        m.run(direction=1 if a.reverse else -1, max_steps=a.max_steps)
+        with _json_trap(a.json):
+            m.run(direction=1 if a.reverse else -1, max_steps=a.max_steps)
         drift, broken = drift_since(m, snap)
         if not drift:
             print("roundtrip: exact: every global came back bit for bit", file=sys.stderr)
@@ -407,6 +547,17 @@ def positive_int(text: str) -> int:
     return n
 
 
+def bounded_int(most: int):
+    """argparse type: an integer from 1 to `most`."""
+    def parse(text: str) -> int:
+        n = positive_int(text)
+        if n > most:
+            raise argparse.ArgumentTypeError(f"{text} is over the limit of {most}")
+        return n
+    parse.__name__ = "positive integer"
+    return parse
+
+
 TOOL_MODULES = ("rvm.ad.cli", "rvm.debug.cli", "rvm.trace.cli", "rvm.hw.cli", "rvm.native.cli")
 
 
@@ -441,33 +592,84 @@ def build_parser() -> argparse.ArgumentParser:
                    help="print values as raw 64-bit words $0x... (exact for every type; "
                         "values given as $0x... are always taken raw)")
     s.add_argument("--max-steps", type=positive_int, metavar="N", help="stop with exit 4 after N steps")
-    s.add_argument("--stack-cells", type=positive_int, metavar="N", help="value stack size in cells")
+    add_machine_options(s)
     s.set_defaults(func=cmd_run)
 
-    s = sub.add_parser("asm", help="assemble .rasm into .rbc bytecode")
-    s.add_argument("program", help=".rasm file ('-' for stdin)")
-    s.add_argument("-o", "--output", help="output path (default: PROGRAM.rbc; '-' for stdout)")
+    raw = argparse.RawDescriptionHelpFormatter
+    s = sub.add_parser(
+        "asm", help="assemble .rasm into .rbc bytecode", formatter_class=raw,
+        description="Assemble a .rasm (or Janus .ja) program into a .rbc bytecode file "
+                    "(docs/rbc.md): versioned and checksummed, verified when it is loaded. "
+                    "Every assembly error of the file is reported at once.",
+        epilog="""\
+examples:
+  rvm asm programs/rfib.rasm -o rfib.rbc     # wrote rfib.rbc (... instructions, ... bytes)
+  rvm asm programs/isqrt.rasm --stats        # and what each expression statement costs
+
+exit status: 0 written, 1 assembly errors or an unreadable program, 2 usage error (bad
+arguments; -o FILE whose directory does not exist or cannot be written), 141 broken pipe.
+""")
+    s.add_argument("program", help=".rasm or .ja file ('-' for .rasm text on stdin)")
+    s.add_argument("-o", "--output", help="output path (default: PROGRAM.rbc; '-' for stdout); "
+                                          "its directory must exist")
     s.add_argument("--stats", action="store_true",
                    help="print what the program costs (to stderr): instructions and frame "
                         "cells per function, and instructions and temporaries of every "
                         "statement that computes an expression")
     s.set_defaults(func=cmd_asm)
 
-    s = sub.add_parser("dis", help="disassemble a program back to .rasm")
-    s.add_argument("program", help=".rbc or .rasm file")
-    s.add_argument("-o", "--output", help="output path (default stdout)")
+    s = sub.add_parser(
+        "dis", help="disassemble a program back to .rasm", formatter_class=raw,
+        description="Print a program (.rbc bytecode, or .rasm/.ja source after assembly) as "
+                    ".rasm text that assembles back to the same bytecode.",
+        epilog="""\
+examples:
+  rvm dis rfib.rbc                  # .rasm text on stdout
+  rvm dis rfib.rbc -o rfib2.rasm
+
+exit status: 0 success, 1 an invalid .rbc file, assembly errors or an unreadable program,
+2 usage error (-o FILE whose directory does not exist or cannot be written), 141 broken pipe.
+""")
+    s.add_argument("program", help=".rbc, .rasm or .ja file")
+    s.add_argument("-o", "--output", help="output path (default stdout); its directory must "
+                                          "exist")
     s.set_defaults(func=cmd_dis)
 
-    s = sub.add_parser("check", help="assemble and verify, report every error")
+    s = sub.add_parser(
+        "check", help="assemble and verify, report every error", formatter_class=raw,
+        description="Assemble each program (or load each .rbc file) and run the bytecode "
+                    "verifier; print one 'ok' line per good program and every error of the "
+                    "bad ones, then go on to the next file.",
+        epilog="""\
+examples:
+  rvm check programs/*.rasm         # programs/rfib.rasm: ok (... instructions, ...)
+  rvm check -v programs/isqrt.rasm  # and the cost of each expression statement
+
+exit status: 0 every program is good, 1 at least one has errors (or cannot be read),
+2 usage error, 141 broken pipe.
+""")
     s.add_argument("programs", nargs="+", help=".rasm, .ja or .rbc files")
     s.add_argument("-v", "--verbose", action="store_true",
                    help="also print the cost of each statement that computes an expression "
                         "(instructions, temporaries)")
     s.set_defaults(func=cmd_check)
 
-    s = sub.add_parser("invert", help="print the inverse program as .rasm")
-    s.add_argument("program", help=".rasm or .rbc file")
-    s.add_argument("-o", "--output", help="output path (default stdout)")
+    s = sub.add_parser(
+        "invert", help="print the inverse program as .rasm", formatter_class=raw,
+        description="Print the inverse of a program as .rasm: the program that runs forward "
+                    "the way the original runs backward (its inputs are the original's "
+                    "outputs). Inverting twice gives back the original bytecode.",
+        epilog="""\
+examples:
+  rvm invert programs/isqrt.rasm              # the inverse, on stdout
+  rvm invert programs/isqrt.rasm -o inv.rasm && rvm run inv.rasm r=31 x=1000
+
+exit status: 0 success, 1 assembly errors, an invalid .rbc file or an unreadable program,
+2 usage error (-o FILE whose directory does not exist or cannot be written), 141 broken pipe.
+""")
+    s.add_argument("program", help=".rasm, .ja or .rbc file")
+    s.add_argument("-o", "--output", help="output path (default stdout); its directory must "
+                                          "exist")
     s.set_defaults(func=cmd_invert)
 
     # The tools (grad, debug, trace, hw) sit on the machine's public API; each module adds its
@@ -491,6 +693,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from assembler import AssemblyError
     from rvm.errors import InvalidBytecode, StepLimit, Trap
 
+    stdout_id = _stdout_id()
     parser = build_parser()
     # NAME=VALUE pairs may come after options (`rvm run p.rasm --reverse n=12`), which
     # argparse's positional nargs="*" does not take: collect them from the leftovers.
@@ -508,7 +711,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(a, "stack_capacity", None):
         JANUS_OPTIONS["stack_capacity"] = a.stack_capacity
     try:
-        return a.func(a)
+        status = a.func(a)
+        sys.stdout.flush()      # a reader that went away shows up here, inside the handlers
+        return status
     except AssemblyError as e:
         print(e, file=sys.stderr)
         return EXIT_PROGRAM
@@ -533,8 +738,45 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("rvm: interrupted", file=sys.stderr)
         return EXIT_INTERRUPT
     except BrokenPipeError:
-        return EXIT_OK
+        return _broken_pipe()
+    except SystemExit as e:
+        # rich's Console meets a broken pipe by pointing stdout at /dev/null and exiting 1
+        if e.code == 1 and _stdout_replaced(stdout_id):
+            return EXIT_BROKEN_PIPE
+        raise
+
+
+def _stdout_id() -> tuple[int, int] | None:
+    try:
+        st = os.fstat(sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _stdout_replaced(before: tuple[int, int] | None) -> bool:
+    """Has stdout been pointed at /dev/null since `before` (what a broken pipe leads to)?"""
+    now = _stdout_id()
+    try:
+        null = os.stat(os.devnull)
+    except OSError:
+        return False
+    return before is not None and now != before and now == (null.st_dev, null.st_ino)
+
+
+def _broken_pipe() -> int:
+    """The reader of stdout went away (`rvm ... | head -1`): stop quietly.  stdout is pointed
+    at /dev/null so the interpreter's last flush at exit has nowhere to fail."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
+    return EXIT_BROKEN_PIPE
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # `python -m rvm.cli`: run the imported module's main, so the tools (which import rvm.cli)
+    # and main share one UsageError class
+    from rvm.cli import main as _main
+    sys.exit(_main())

@@ -30,7 +30,7 @@ instructions: nothing is recorded, so memory does not grow with the run.
 examples:
   rvm debug programs/rfib.rasm n=6
   rvm debug programs/debug/average.rasm -x cmds.txt --batch
-  rvm debug programs/isqrt.rasm x=1000 -e 'break from2.exit' -e continue -e 'last r' --batch
+  rvm debug programs/isqrt.rasm x=1000 -e 'break from1.exit' -e continue -e 'last r' --batch
 
 exit status: 0 every command ran, 1 a command failed (or the program does not assemble),
 2 usage error.

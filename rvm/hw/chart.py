@@ -62,8 +62,6 @@ def plot_counts(path: str | Path, ops: list[str] | None = None,
     ax.legend(fontsize=8, ncol=2, loc="upper left")
     fig.tight_layout()
     p = Path(path)
-    if p.parent and not p.parent.exists():
-        p.parent.mkdir(parents=True)
     fig.savefig(p)
     plt.close(fig)
     return p

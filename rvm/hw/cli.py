@@ -30,10 +30,20 @@ verbs:
 conditions (jmp, join, assert, xorcmp) take --cond '<' (==, !=, <, <=, >, >=) and
 --cond-type; y += f(a, b) (addfn2, subfn2) takes --fn NAME (default: every realized one).
 
-exit status: 0 success, 1 program or file error, 2 usage error, 3 a check failed (the
-circuits and the interpreter disagree, a value overflowed the width, a run trapped, a
-verification or truth-table check failed).
+exit status: 0 success, 1 program or file error, 2 usage error (bad arguments, an output
+whose directory does not exist or cannot be written), 3 a check failed (the circuits and the
+interpreter disagree, a value overflowed the width, a run trapped, a verification or
+truth-table check failed), 141 broken pipe.  Each verb's --help says which it returns.
 """
+
+RAW = argparse.RawDescriptionHelpFormatter
+
+
+def _epilog(examples: str, status: str) -> str:
+    return f"examples:\n{examples}\nexit status: {status}\n"
+
+
+CHART_FORMATS = (".png", ".svg", ".pdf")
 
 
 def register(sub: Any) -> None:
@@ -55,14 +65,34 @@ def register(sub: Any) -> None:
         p.add_argument("--temperature", "-T", type=float, default=300.0, metavar="K",
                        help="temperature for the Landauer bound (default 300 K)")
 
-    p = hs.add_parser("cost", help="gate cost of opcodes")
+    p = hs.add_parser(
+        "cost", help="gate cost of opcodes", formatter_class=RAW,
+        description="Build each opcode's gate circuit at the given widths and print its cost: "
+                    "gates by type, depth, Toffoli depth, wires, ancillas, uncompute gates and "
+                    "the Landauer bound of the bits it erases (none: every realization is "
+                    "reversible).",
+        epilog=_epilog("  rvm hw cost addmul.i add.i jmp --width 32\n"
+                       "  rvm hw cost all --width 8,16,32,64 --json\n",
+                       "0 success, 2 usage error (an unknown or unrealized opcode, a width "
+                       "outside 4..64), 141 broken pipe."))
     p.add_argument("opcodes", nargs="+", metavar="OPCODE", help="e.g. add.i, addmul.x, jmp; "
                                                                 "'all' for every realized one")
     common(p, widths=True)
     _params(p)
     p.set_defaults(func=cmd_cost)
 
-    p = hs.add_parser("run", help="co-simulate a program against the interpreter")
+    p = hs.add_parser(
+        "run", help="co-simulate a program against the interpreter", formatter_class=RAW,
+        description="Run a program with every instruction done by its gate circuit at the "
+                    "given width, and compare the whole state with the interpreter after "
+                    "every instruction, forward and then backward; print the gates the run "
+                    "used.",
+        epilog=_epilog("  rvm hw run programs/rfib.rasm --width 16\n"
+                       "  rvm hw run programs/isqrt.rasm x=1000 --forward-only --json\n",
+                       "0 every step agrees, 1 an assembly error, an unreadable program or "
+                       "an instruction without a circuit, 2 usage error, 3 the circuits and "
+                       "the interpreter disagree, a value overflowed the width or the run "
+                       "trapped, 141 broken pipe."))
     p.add_argument("program", help=".rasm or .rbc file")
     p.add_argument("values", nargs="*", metavar="NAME=VALUE", help="input values")
     common(p)
@@ -72,7 +102,14 @@ def register(sub: Any) -> None:
     p.add_argument("--top", type=int, default=12, help="opcodes in the breakdown (default 12)")
     p.set_defaults(func=cmd_run)
 
-    p = hs.add_parser("verify", help="check realizations against isa/arith.py")
+    p = hs.add_parser(
+        "verify", help="check realizations against isa/arith.py", formatter_class=RAW,
+        description="Simulate each realization on every input (up to 24 input bits; random "
+                    "samples above) forward and reversed, and compare the results with the "
+                    "exact reference arithmetic of isa/arith.py.",
+        epilog=_epilog("  rvm hw verify --width 8\n  rvm hw verify add.i addmul.x --width 4,8\n",
+                       "0 every case agrees, 2 usage error, 3 a realization disagrees, 141 "
+                       "broken pipe."))
     p.add_argument("opcodes", nargs="*", metavar="OPCODE", help="default: every realized one")
     p.add_argument("--width", "-w", default="8", help="width(s), comma list (default 8)")
     p.add_argument("--F", type=int, default=None, help="fraction bits (default n/2)")
@@ -81,22 +118,52 @@ def register(sub: Any) -> None:
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_verify)
 
-    p = hs.add_parser("chart", help="draw gate counts against width")
+    p = hs.add_parser(
+        "chart", help="draw gate counts against width", formatter_class=RAW,
+        description="Draw total gates (solid) and Toffoli-class gates (dashed) of opcodes "
+                    "against the register width, log-log, to an image file: PNG, SVG or PDF, "
+                    "by the file's suffix.",
+        epilog=_epilog("  rvm hw chart -o docs/img/hw_counts.png\n"
+                       "  rvm hw chart add.i addmul.i --widths 4,8,16 -o add.svg\n",
+                       "0 written, 2 usage error (an unknown opcode, an image format other "
+                       "than .png, .svg, .pdf, a directory that does not exist), 141 broken "
+                       "pipe."))
     p.add_argument("opcodes", nargs="*", metavar="OPCODE",
                    help="default: add.i addi.i neg.i addmul.i addmul.x cvt.ix jmp< jmp==")
-    p.add_argument("-o", "--output", default="hw_counts.png", help="image file (.png/.svg)")
+    p.add_argument("-o", "--output", default="hw_counts.png",
+                   help="image file: .png, .svg or .pdf (default hw_counts.png); its directory "
+                        "must exist")
     p.add_argument("--widths", default=None, help="comma list (default 4,8,12,16,24,32,48,64)")
     p.add_argument("--F", type=int, default=None, help="fraction bits (default n/2)")
     p.set_defaults(func=cmd_chart)
 
-    p = hs.add_parser("export", help="write a realization as RevLib .real")
+    p = hs.add_parser(
+        "export", help="write a realization as RevLib .real", formatter_class=RAW,
+        description="Write an opcode's gate circuit at one width as a RevLib .real file; "
+                    "rvm's ancilla lifetimes travel in #@ comments, so `rvm hw real` reads "
+                    "back the same circuit.",
+        epilog=_epilog("  rvm hw export add.i --width 4 -o add4.real\n",
+                       "0 written, 2 usage error (an unknown or unrealized opcode, a bad "
+                       "width, an output whose directory does not exist), 141 broken pipe."))
     p.add_argument("opcode")
     p.add_argument("--width", "-w", default="8", help="width in bits (default 8)")
-    p.add_argument("-o", "--output", default="-", help="file (default stdout)")
+    p.add_argument("-o", "--output", default="-", help="file (default stdout); its directory "
+                                                        "must exist")
     _params(p)
     p.set_defaults(func=cmd_export)
 
-    p = hs.add_parser("real", help="import a RevLib .real file and simulate it")
+    p = hs.add_parser(
+        "real", help="import a RevLib .real file and simulate it", formatter_class=RAW,
+        description="Read a RevLib .real circuit (the classical gate library: Toffoli t1..tn, "
+                    "Fredkin f2..fn, Peres p3 and its inverse pi3, negative controls on t "
+                    "gates; V and V+ gates are quantum and refused), print its cost, and "
+                    "simulate it: one input, the whole truth table, or a check against a "
+                    "truth-table file.",
+        epilog=_epilog("  rvm hw real tests/data/revlib/ham3_103.real --table\n"
+                       "  rvm hw real add4.real a=3 b=5\n",
+                       "0 success, 1 a file that cannot be read or is not a .real circuit rvm "
+                       "reads, 2 usage error, 3 the truth table differs from --check's or a "
+                       "constant or ancilla line came back wrong, 141 broken pipe."))
     p.add_argument("file", help=".real file ('-' for stdin)")
     p.add_argument("values", nargs="*", metavar="NAME=VALUE", help="simulate one input")
     p.add_argument("--table", action="store_true", help="print the truth table")
@@ -202,10 +269,12 @@ def _imm(a: argparse.Namespace) -> int:
 
 def _guard(fn):
     def run(a: argparse.Namespace) -> int:
+        from rvm.cli import UsageError
+
         from .build import NotRealized
         try:
             return fn(a)
-        except _Usage as e:
+        except (_Usage, UsageError) as e:
             print(f"rvm: error: {e}", file=sys.stderr)
             return EXIT_USAGE
         except NotRealized as e:
@@ -332,6 +401,15 @@ def cmd_verify(a: argparse.Namespace) -> int:
 def cmd_chart(a: argparse.Namespace) -> int:
     from .chart import plot_counts
 
+    from pathlib import Path
+
+    from rvm.cli import output_path
+
+    suffix = Path(a.output).suffix.lower()
+    if suffix not in CHART_FORMATS:
+        raise _Usage(f"unknown image format {suffix or '(no suffix)'} in {a.output}; use "
+                     f"{', '.join(CHART_FORMATS)}")
+    output_path(a.output)
     widths = _widths(a.widths, "4,8,12,16,24,32,48,64") if a.widths else None
     ops = a.opcodes or None
     if ops:
@@ -354,8 +432,8 @@ def cmd_export(a: argparse.Namespace) -> int:
     if a.output == "-":
         sys.stdout.write(text)
     else:
-        with open(a.output, "w") as fh:
-            fh.write(text)
+        from rvm.cli import write_output
+        write_output(a.output, text)
         print(f"wrote {a.output} ({c.gate_count} gates on {c.n_wires} lines)", file=sys.stderr)
     return EXIT_OK
 
