@@ -135,3 +135,32 @@ def test_readme_shows_a_committed_trace_picture():
     for name in ("trace_frontier.png", "trace_pebbles.png"):
         (w, h), nbytes = png_size(ROOT / "docs" / "img" / name)
         assert (w, h) == (700, 460) and nbytes < 200_000
+
+
+def test_ceil_split_runs_on_the_machine_as_nilang_counts(capsys):
+    code, out, _ = run(capsys, LEAPFROG, "--steps", "100", "--k", "4", "--split", "ceil")
+    lines = out.splitlines()
+    assert code == 0 and "strategy = Bennett 1989 k=4, levels=4, split=ceil" in lines
+    assert "moves = 847 (424 forward, 423 backward)" in lines
+    assert "peak checkpoints = 11 (12 states with the input)" in lines
+    assert "clean finish = yes" in lines and "checked by = machine" in lines
+    code, out, _ = run(capsys, "--steps", "100", "--k", "4", "--json")
+    assert code == 0 and json.loads(out)["runs"][0]["moves"] == 791
+
+
+def test_plots_dir_follows_the_output_rule(capsys, tmp_path):
+    """--plots DIR: DIR is made if missing, its parent must exist; a file is refused; all
+    before any run."""
+    code, _, err = run(capsys, LEAPFROG, "--steps", "8", "--plots", "/dev/null")
+    assert code == 2 and "--plots /dev/null: it is not a directory" in err
+    assert "Traceback" not in err
+    code, _, err = run(capsys, LEAPFROG, "--steps", "8", "--plots",
+                       str(tmp_path / "no" / "such"))
+    assert code == 2 and "does not exist" in err and not (tmp_path / "no").exists()
+    code, _, err = run(capsys, "--steps", "8", "--plots", str(tmp_path / "new"))
+    assert code == 0 and (tmp_path / "new" / "trace_frontier.png").exists()
+
+
+def test_split_belongs_to_bennett(capsys):
+    code, _, err = run(capsys, "--steps", "10", "--split", "ceil", "--budget", "5")
+    assert code == 2 and "options of different strategies" in err

@@ -1,4 +1,5 @@
 """The tracer's pebble-game cost model: strategies, Knill's optimum, Revolve, the referee."""
+import math
 from collections import deque
 
 import pytest
@@ -197,3 +198,76 @@ def test_referee_rejects_broken_rules():
     g = play([Move(FWD, 1), Move(FWD, 2), Move(COPY, 2)], 2)
     assert not g.clean and g.left == [1]
     assert play([Move(FWD, 1), Move(FWD, 2), Move(BWD, 1), Move(COPY, 2)], 2).clean
+
+
+# ---- NiLang's ceil split -----------------------------------------------------------------------
+
+def nilang_bennett(n: int, k: int) -> tuple[int, int, int]:
+    """A replica of NiLang's `bennett` (NiLang.jl, src/stdlib/bennett.jl) over the set of
+    positions held: `len` steps from `base` split into segments of ceil(len/k) steps,
+    ceil(len/m) of them; run them all, then the segments but the last backward.  Returns
+    (forward steps, backward steps, most states held besides s_0)."""
+    held, count, peak = {0}, [0, 0], [0]
+
+    def run(base: int, length: int, reverse: bool) -> None:
+        if length == 1:
+            if not reverse:
+                assert base in held and base + 1 not in held
+                held.add(base + 1)
+                count[0] += 1
+            else:
+                assert base in held and base + 1 in held
+                held.remove(base + 1)
+                count[1] += 1
+            peak[0] = max(peak[0], len(held) - 1)
+            return
+        m = math.ceil(length / k)
+        nstep = math.ceil(length / m)
+        calls = [(base + m * (j - 1), min(m, length - m * (j - 1)), False)
+                 for j in range(1, nstep + 1)]
+        calls += [(base + m * (j - 1), m, True) for j in range(nstep - 1, 0, -1)]
+        if reverse:
+            calls = [(b, ln, not r) for b, ln, r in reversed(calls)]
+        for b, ln, r in calls:
+            run(b, ln, r)
+
+    run(0, n, False)
+    assert held == {0, n}
+    return count[0], count[1], peak[0]
+
+
+def test_ceil_split_reproduces_nilang_847_moves_11_pebbles():
+    assert nilang_bennett(100, 4) == (424, 423, 11)
+    s = S.bennett(100, 4, split="ceil")
+    assert (s.moves, s.forward, s.backward, s.peak) == (847, 424, 423, 11)
+    assert s.params == {"k": 4, "levels": 4, "split": "ceil"}
+    even = S.bennett(100, 4)
+    assert (even.moves, even.peak) == (791, 10) and "split" not in even.params
+    g = play(s.schedule(), 100)
+    assert (g.forward, g.backward, g.peak, g.clean) == (424, 423, 11, True)
+
+
+@pytest.mark.parametrize("k", [2, 3, 4, 7])
+def test_ceil_split_agrees_with_the_nilang_replica(k):
+    for n in range(1, 130):
+        s = S.bennett(n, k, split="ceil")
+        assert (s.forward, s.backward, s.peak) == nilang_bennett(n, k), n
+        if n <= 40:
+            assert play(s.schedule(), n).clean
+
+
+def test_ceil_and_even_agree_on_powers_and_unknown_splits_fail():
+    for k, L in ((2, 5), (3, 3), (4, 3)):
+        a, b = S.bennett(k ** L, k), S.bennett(k ** L, k, split="ceil")
+        assert (a.forward, a.backward, a.peak) == (b.forward, b.backward, b.peak)
+    with pytest.raises(ValueError, match="unknown split"):
+        S.bennett(10, 2, split="floor")
+
+
+def test_revolve_peak_counts_slots_and_working_state_less_s0():
+    """peak checkpoints = C (C slots holding s_0 among them, plus the working state, less
+    s_0); peak states = C + 1; with more slots than steps only N are filled."""
+    r = model_report(S.revolve(100, 5))
+    assert (r.peak_checkpoints, r.peak_states) == (5, 6)
+    r = model_report(S.revolve(10, 50))
+    assert (r.peak_checkpoints, r.peak_states, r.moves) == (10, 11, 19)

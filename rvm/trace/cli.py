@@ -26,18 +26,25 @@ DIAGRAM_MAX_MOVES = 500_000
 EPILOG = """\
 strategies (--strategy; inferred from --budget, --period, --checkpoints, --k/--levels):
   bennett1973   compute all N steps, uncompute all but the last: 2N-1 moves, N pebbles
-  bennett       Bennett 1989, k-ary (--k, default 2) with --levels (default: enough for N)
+  bennett       Bennett 1989, k-ary (--k, default 2) with --levels (default: enough for N);
+                --split ceil splits as NiLang's bennett (segments of ceil(n/k) steps, a
+                shorter last one) instead of as evenly as possible
   knill         the optimum for a pebble budget (--budget, default: the fewest that reach N)
   periodic      a checkpoint every --period steps (default ceil(sqrt N))
   revolve       binomial checkpointing with --checkpoints slots: the IRREVERSIBLE reference
-                (it overwrites states), priced by the model only
+                (it overwrites states), priced by the model only.  Its peak checkpoints is
+                C: the C slots (one holds s_0) plus the working state Revolve advances,
+                less s_0; its peak states, C + 1, counts every slot and the working state
 
 A step program declares its state as `inout NAME` and the next state as `output NAME_next`;
 main computes NAME_next from NAME (docs/trace.md).  Without a program, or with --model, only
 the pebble-game cost model runs (N = 10^6 takes a moment).
 
-exit status: 0 clean finish, 1 program error, 2 usage error, 3 a run trapped or did not
-finish clean.
+--plots DIR: DIR is made if it does not exist, but its parent must (rvm creates no other
+directories); a DIR that is a file is a usage error.
+
+exit status: 0 clean finish, 1 program error, 2 usage error (bad arguments, a --plots DIR
+that cannot be made), 3 a run trapped or did not finish clean, 141 broken pipe.
 """
 
 
@@ -57,6 +64,8 @@ def register(sub: Any) -> None:
     s.add_argument("--strategy", "-s", choices=list(S.STRATEGIES), help="the schedule")
     s.add_argument("--k", type=positive_int, metavar="K", help="Bennett 1989: segments per level")
     s.add_argument("--levels", type=_natural, metavar="L", help="Bennett 1989: levels")
+    s.add_argument("--split", choices=("even", "ceil"), help="Bennett 1989: segment sizes as "
+                   "even as possible (default) or NiLang's ceil(n/k)")
     s.add_argument("--budget", type=positive_int, metavar="S", help="Knill: pebble budget")
     s.add_argument("--period", type=positive_int, metavar="P", help="periodic: steps between "
                                                                   "checkpoints")
@@ -84,7 +93,7 @@ def _natural(text: str) -> int:
     return n
 
 
-_OWNER = {"k": "bennett", "levels": "bennett", "budget": "knill", "period": "periodic",
+_OWNER = {"k": "bennett", "levels": "bennett", "split": "bennett", "budget": "knill", "period": "periodic",
           "checkpoints": "revolve"}
 
 
@@ -167,6 +176,9 @@ def _trace(a: argparse.Namespace) -> int:
     from .machine_run import StepProgramError, run_schedule
 
     chosen = _choose(a)
+    if a.plots is not None:
+        from rvm.cli import output_dir
+        output_dir(a.plots, "--plots")       # before the runs: a bad DIR fails at once
     schedules = chosen if isinstance(chosen, list) else [chosen]
     step = None
     if a.program:

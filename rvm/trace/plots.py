@@ -57,7 +57,6 @@ def frontier_curves(n: int) -> dict[str, list[tuple[int, int]]]:
 
 def _save(fig: Figure, path: str | Path) -> Path:
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=_DPI)
     return path
 

@@ -139,7 +139,8 @@ _COLUMNS = [
 _NARROW = ({"forward", "backward", "peak_bits"}, {"peak_cells", "checked"})
 _SHORT = {"bennett1973": "Bennett 1973", "bennett": "Bennett", "knill": "Knill",
           "periodic": "periodic", "revolve": "Revolve*"}
-_PARAM = {"k": "k", "levels": "L", "budget": "S", "period": "p", "checkpoints": "c"}
+_PARAM = {"k": "k", "levels": "L", "split": "split", "budget": "S", "period": "p",
+          "checkpoints": "c"}
 
 
 def short_label(r: Report) -> str:
