@@ -96,7 +96,7 @@ def test_constant_one_lines_and_a_truth_table_check():
 
 @pytest.mark.parametrize("text,message", [
     (".variables a b\n.begin\nt2 a c\n.end\n", "<real>:3: unknown variable 'c'"),
-    (".variables a b\n.begin\nv a b\n.end\n", "<real>:3: gate 'v' is not supported"),
+    (".variables a b\n.begin\nv a b\n.end\n", "<real>:3: gate 'v' is V"),
     (".variables a b\n.begin\nt3 a b\n.end\n", "<real>:3: t3 needs 3 lines, got 2"),
     (".variables a b\n.constants -\n.begin\n.end\n", ".constants has 1 entries for 2"),
     (".variables a b\n.begin\nt2 a a\n.end\n", "<real>:3: a line appears twice"),

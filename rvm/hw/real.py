@@ -2,11 +2,22 @@
 
 A .real file names its lines (`.variables`), says which lines carry a constant instead of an
 input (`.constants`: `-` input, `0`/`1` constant) and which outputs are garbage (`.garbage`:
-`-` kept, `1` garbage), and lists gates between `.begin` and `.end`:
+`-` kept, `1` garbage), and lists gates between `.begin` and `.end`.  Import reads the whole
+classical RevLib gate library (the MCT, MCF and Peres gates of RevLib and RevKit):
 
     t1 a            NOT a            t3 a b c     Toffoli: c ^= a & b (the last line is the target)
-    t2 a b          CNOT b ^= a      tk ...       k-1 controls; `-a` is a negative control
-    f3 a b c        Fredkin: swap b and c if a    p3 a b c     Peres: t3 a b c, then t2 a b
+    t2 a b          CNOT b ^= a      tk ...       k-1 controls, then the target
+    f2 a b          swap a and b     f3 c a b     Fredkin: swap a and b if c
+    fk ...          k-2 controls, then the two swapped lines
+    p3 a b c        Peres: t3 a b c, then t2 a b  pi3 a b c    its inverse: t2 a b, then t3 a b c
+
+A control written `-a` is negative (it fires when a is 0), on t and f gates; targets, and
+the lines of a Peres gate, are positive.  The line count after the letter may be left out
+(`t a b`, `p a b c`, as RevKit writes Peres gates); `p+` is another name of `pi`.  V and V+
+gates (`v`, `v+`, the NCV library's controlled square roots of NOT) are quantum: they have no
+classical truth table, and a file that uses them is refused, naming them.  A Fredkin gate
+with one positive control is the gate IR's FREDKIN; any other (f2, more or negative controls)
+is decomposed into CNOT, MCX, CNOT: a ^= b; b ^= a if the controls fire; a ^= b.
 
 Lines of the same register are named NAME0, NAME1, ... (least significant first) and read back
 as one register.  Export writes every line in wire order; an ancilla line is a constant 0 with
@@ -210,13 +221,7 @@ def import_real(text: str, filename: str = "<real>") -> Circuit:
                 rows += (ALLOC if kind == "alloc" else FREE, w, 0, 0)
             continue
         gate, *toks = line.split()
-        m = re.fullmatch(r"([tfp])(\d+)", gate.lower())
-        if not m:
-            raise RealError(f"{filename}:{no}: gate {gate!r} is not supported (t, f and p "
-                            f"gates; V gates are not classical)")
-        kind, k = m.group(1), int(m.group(2))
-        if k != len(toks) or k == 0:
-            raise RealError(f"{filename}:{no}: {gate} needs {k} lines, got {len(toks)}")
+        kind, k = _gate_kind(filename, no, gate, len(toks))
         ws = [wire(no, t) for t in toks]
         plain = [w if w >= 0 else ~w for w in ws]
         if len(set(plain)) != len(plain):
@@ -224,18 +229,30 @@ def import_real(text: str, filename: str = "<real>") -> Circuit:
         try:
             if kind == "t":
                 if ws[-1] < 0:
-                    raise RealError(f"{filename}:{no}: the target cannot be negated")
+                    raise RealError(f"{filename}:{no}: the target of {gate} cannot be negated")
                 b.x(ws[-1], *ws[:-1])
             elif kind == "f":
-                if k != 3 or any(w < 0 for w in ws):
-                    raise RealError(f"{filename}:{no}: rvm reads Fredkin gates with one "
-                                    f"positive control (f3)")
-                b.fredkin(ws[0], ws[1], ws[2])
+                if ws[-1] < 0 or ws[-2] < 0:
+                    raise RealError(f"{filename}:{no}: the swapped lines of {gate} cannot be "
+                                    f"negated")
+                fc, (t1, t2) = ws[:-2], ws[-2:]
+                if len(fc) == 1 and fc[0] >= 0:
+                    b.fredkin(fc[0], t1, t2)
+                else:                       # swap by three XORs, the middle one controlled
+                    b.x(t1, t2)
+                    b.x(t2, t1, *fc)
+                    b.x(t1, t2)
             else:
-                if k != 3 or any(w < 0 for w in ws):
-                    raise RealError(f"{filename}:{no}: Peres gates are p3 with positive lines")
-                b.x(ws[2], ws[0], ws[1])
-                b.x(ws[1], ws[0])
+                if any(w < 0 for w in ws):
+                    raise RealError(f"{filename}:{no}: the lines of a Peres gate cannot be "
+                                    f"negated")
+                a_, b_, c_ = ws
+                if kind == "p":
+                    b.x(c_, a_, b_)
+                    b.x(b_, a_)
+                else:
+                    b.x(b_, a_)
+                    b.x(c_, a_, b_)
         except ValueError as e:
             if isinstance(e, RealError):
                 raise
@@ -247,6 +264,44 @@ def import_real(text: str, filename: str = "<real>") -> Circuit:
     return Circuit(name, g, np.array(ctl, dtype=np.int32), n, inputs, outputs,
                    tuple(s for s in sources if s in inputs), tuple(names), constants, garbage,
                    uncompute)
+
+
+# Gates of RevLib's quantum libraries (NCV, Clifford+T, ...) and of MQT's extension of the
+# format, refused by name: they have no classical truth table.
+_QUANTUM = {"v": "V (a controlled square root of NOT)", "v+": "V+ (the inverse of V)",
+            "vi": "V+ (the inverse of V)", "vp": "V+ (the inverse of V)", "h": "Hadamard",
+            "s": "S (phase)", "s+": "S+ (phase)", "si": "S+ (phase)", "sp": "S+ (phase)",
+            "y": "Y (Pauli)", "z": "Z (Pauli)", "q": "a phase rotation", "rx": "a rotation",
+            "ry": "a rotation", "rz": "a rotation"}
+_GATE = re.compile(r"(t|f|pi|p\+|p|v\+|vi|vp|v|h|s\+|si|sp|s|x|y|z|q|rx|ry|rz)(\d*)(?::.*)?\Z")
+
+
+def _gate_kind(filename: str, no: int, gate: str, n_lines: int) -> tuple[str, int]:
+    """('t' | 'f' | 'p' | 'pi', line count) of a gate token, or a RealError that says why
+    rvm cannot read it."""
+    m = _GATE.match(gate.lower())
+    if not m:
+        raise RealError(f"{filename}:{no}: unknown gate {gate!r} (rvm reads the classical "
+                        f"RevLib gates: t (Toffoli), f (Fredkin), p and pi (Peres))")
+    name, digits = m.group(1), m.group(2)
+    if name in _QUANTUM or name.startswith("v"):
+        what = _QUANTUM.get(name, "a V gate")
+        raise RealError(f"{filename}:{no}: gate {gate!r} is {what}: a quantum gate with no "
+                        f"classical truth table; rvm reads the classical RevLib gates (t, f, "
+                        f"p, pi)")
+    if name == "x":
+        raise RealError(f"{filename}:{no}: gate {gate!r} is not a RevLib gate; write t{n_lines} "
+                        f"for a (controlled) NOT")
+    kind = "pi" if name in ("pi", "p+") else name
+    k = int(digits) if digits else n_lines
+    least = {"t": 1, "f": 2, "p": 3, "pi": 3}[kind]
+    if kind in ("p", "pi") and k != 3:
+        raise RealError(f"{filename}:{no}: a Peres gate ({gate}) acts on 3 lines, not {k}")
+    if k != n_lines:
+        raise RealError(f"{filename}:{no}: {gate} needs {k} lines, got {n_lines}")
+    if k < least:
+        raise RealError(f"{filename}:{no}: {gate} needs at least {least} lines")
+    return kind, k
 
 
 def read_real(path: str | Path) -> Circuit:
