@@ -432,7 +432,7 @@ def make_machine(prog, a: argparse.Namespace):
 
 
 def trap_json(e) -> dict[str, Any]:
-    """A trap as JSON: what `--json` prints on stdout when the run traps."""
+    """A trap as JSON: what `--json` prints on stdout when a verb's run traps."""
     from rvm.errors import StepLimit
 
     loc = e.location
@@ -443,24 +443,6 @@ def trap_json(e) -> dict[str, Any]:
             "values": {k: plain(v) if isinstance(v, (int, float, list)) or hasattr(v, "tolist")
                        else str(v) for k, v in e.values.items()},
             "exit_status": EXIT_STEP_LIMIT if isinstance(e, StepLimit) else EXIT_TRAP}
-
-
-class _json_trap:
-    """With --json, a trap (or the step limit) also prints {"trap": {...}} on stdout; the
-    exception then goes on to main, which prints the message and returns the exit status."""
-
-    def __init__(self, enabled: bool):
-        self.enabled = enabled
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, kind, e, tb) -> bool:
-        from rvm.errors import Trap
-
-        if self.enabled and isinstance(e, Trap):
-            print(json.dumps({"trap": trap_json(e)}, indent=2))
-        return False
 
 
 def cmd_run(a: argparse.Namespace) -> int:
@@ -476,8 +458,7 @@ def cmd_run(a: argparse.Namespace) -> int:
         raise UsageError(str(e.args[0]) if e.args else str(e)) from None
     snap = snapshot(m) if a.roundtrip else None
     t0 = time.perf_counter()
-    with _json_trap(a.json):
-        m.run(direction=-1 if a.reverse else 1, max_steps=a.max_steps)
+    m.run(direction=-1 if a.reverse else 1, max_steps=a.max_steps)
     elapsed = time.perf_counter() - t0
     result = m.inputs() if a.reverse else m.outputs()
     garbage = garbage_cells(m, at_end=not a.reverse)
@@ -505,8 +486,7 @@ def cmd_run(a: argparse.Namespace) -> int:
             rows.append(("garbage", ", ".join(garbage) or "none"))
             print_table("stats", rows, out=sys.stderr)
     if snap is not None:
-        with _json_trap(a.json):
-            m.run(direction=1 if a.reverse else -1, max_steps=a.max_steps)
+        m.run(direction=1 if a.reverse else -1, max_steps=a.max_steps)
         drift, broken = drift_since(m, snap)
         if not drift:
             print("roundtrip: exact: every global came back bit for bit", file=sys.stderr)
@@ -727,9 +707,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"rvm: error: {e}", file=sys.stderr)
         return EXIT_USAGE
     except StepLimit as e:
+        _print_trap_json(a, e)
         print(f"rvm: {e}", file=sys.stderr)
         return EXIT_STEP_LIMIT
     except Trap as e:
+        _print_trap_json(a, e)
         first, _, rest = str(e).partition("\n")
         print(f"rvm: {first}{_source_excerpt(e.location)}" + (f"\n{rest}" if rest else ""),
               file=sys.stderr)
@@ -744,6 +726,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         if e.code == 1 and _stdout_replaced(stdout_id):
             return EXIT_BROKEN_PIPE
         raise
+
+
+def _print_trap_json(a: argparse.Namespace, e) -> None:
+    """With --json (run, grad, ...), a trap that ends the verb is also printed on stdout as
+    {"trap": {...}}; the message still goes to stderr and the exit status is the trap's."""
+    if getattr(a, "json", False):
+        try:
+            print(json.dumps({"trap": trap_json(e)}, indent=2))
+        except BrokenPipeError:
+            pass
 
 
 def _stdout_id() -> tuple[int, int] | None:

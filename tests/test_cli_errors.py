@@ -211,3 +211,13 @@ def test_debug_help_example_works(capsys, monkeypatch):
     monkeypatch.chdir(ROOT)
     code, out, _ = run(capsys, *argv[1:])
     assert code == 0 and "Breakpoint 1 (from1.exit)" in out and "r was 30, now 31" in out
+
+
+def test_json_on_a_trap_in_grad(capsys, tmp_path):
+    src = tmp_path / "bounds.rasm"
+    src.write_text("inout x: float = 1.0\noutput y: float\nglobal g: int[3]\ninout i: int = 5\n"
+                   "func main() {\n    g[i] += 1\n    y += x\n}\n")
+    code, out, err = run(capsys, "grad", str(src), "--of", "y", "--wrt", "x", "--json")
+    trap = json.loads(out)["trap"]
+    assert code == 3 and trap["kind"] == "BoundsError" and trap["location"]["line"] == 6
+    assert trap["values"] == {"i": 5, "len(g)": 3} and "BoundsError" in err

@@ -195,7 +195,9 @@ def knill(n: int, budget: int | None = None) -> Schedule:
 
 def revolve(n: int, checkpoints: int | None = None) -> Schedule:
     """Binomial checkpointing with `checkpoints` slots (default: as many as the Knill optimum
-    needs at least).  Forward = advances, backward = the n reverse steps."""
+    needs at least).  Forward = advances, backward = the n reverse steps.  Peak = min(C, N):
+    Revolve holds its C slots (s_0 in one of them) and one working state, C + 1 states; like
+    every other schedule's peak it leaves out s_0 only, so it counts the working state."""
     _check_n(n)
     c = checkpoints if checkpoints is not None else _knill.min_budget(n)
     if c < 1:
