@@ -155,15 +155,16 @@ def register(sub: Any) -> None:
     p = hs.add_parser(
         "real", help="import a RevLib .real file and simulate it", formatter_class=RAW,
         description="Read a RevLib .real circuit (the classical gate library: Toffoli t1..tn, "
-                    "Fredkin f2..fn, Peres p3 and its inverse pi3, negative controls on t "
-                    "gates; V and V+ gates are quantum and refused), print its cost, and "
+                    "Fredkin f2..fn, Peres p3 and its inverse pi3, negative controls on t and "
+                    "f gates; V and V+ gates are quantum and refused), print its cost, and "
                     "simulate it: one input, the whole truth table, or a check against a "
                     "truth-table file.",
         epilog=_epilog("  rvm hw real tests/data/revlib/ham3_103.real --table\n"
                        "  rvm hw real add4.real a=3 b=5\n",
                        "0 success, 1 a file that cannot be read or is not a .real circuit rvm "
-                       "reads, 2 usage error, 3 the truth table differs from --check's or a "
-                       "constant or ancilla line came back wrong, 141 broken pipe."))
+                       "reads (a V gate, say), 2 usage error, 3 the truth table differs from "
+                       "--check's or the circuit broke a constant or ancilla line, 141 broken "
+                       "pipe."))
     p.add_argument("file", help=".real file ('-' for stdin)")
     p.add_argument("values", nargs="*", metavar="NAME=VALUE", help="simulate one input")
     p.add_argument("--table", action="store_true", help="print the truth table")
