@@ -11,14 +11,8 @@ from setuptools import Extension, setup
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from isa.derivatives import generate_header  # noqa: E402
-from isa.table import generate_pxi  # noqa: E402
+from isa.build import GENERATED  # noqa: E402
 
-# generated file (relative to this directory) -> function returning its text
-GENERATED = {
-    "rvm/_opcodes.pxi": generate_pxi,
-    "rvm/_deriv.h": generate_header,
-}
 for rel, generate in GENERATED.items():
     path = os.path.join(HERE, rel)
     text = generate()

@@ -31,6 +31,7 @@ cdef extern from "numpy/arrayobject.h":
     object PyArray_Scalar(void* data, cnp.dtype descr, object base)    # a numpy scalar
 
 include "_opcodes.pxi"
+from isa.build import check_build
 
 ctypedef int64_t i64
 ctypedef uint64_t u64
@@ -69,9 +70,8 @@ _C_FN1 = dict(sqrt=RF_SQRT, exp=RF_EXP, log=RF_LOG, sin=RF_SIN, cos=RF_COS, tan=
 _C_FN2 = dict(pow=RF2_POW, atan2=RF2_ATAN2, hypot=RF2_HYPOT, min=RF2_MIN, max=RF2_MAX,
               mod=RF2_MOD, shl=RF2_SHL, shr=RF2_SHR, bitand=RF2_BITAND, bitor=RF2_BITOR,
               bitxor=RF2_BITXOR)
-if len(OPS) != N_OPCODES:
-    raise ImportError(f"rvm._core was built for {N_OPCODES} opcodes, isa/table.py has "
-                      f"{len(OPS)}: rebuild (pip install -e .)")
+# the build must match the table before any per-opcode array below is filled from it
+check_build(TABLE_HASH)
 if {f.name: f.id for f in FN1} != _C_FN1 or {f.name: f.id for f in FN2} != _C_FN2:
     raise ImportError("the function ids of rvm/_arith.h (RF_*, RF2_*) differ from "
                       "isa/functions.py: give every function its C case, then rebuild")
@@ -135,6 +135,8 @@ cdef enum:
     _IDX_RETURN = 2000
     # trap word 3 of a bytecode trap: a kernel row whose op kernel_row has no case for
     _NO_KERNEL_CASE = 3000
+    # ... and an opcode the dispatch loop has no case for
+    _NO_DISPATCH_CASE = 3001
     ARG_SCALAR = -2       # arg_len of a scalar call argument
     MODE_G = 0
     MODE_L = 1
@@ -164,6 +166,7 @@ T_ALIAS, T_READONLY, T_BOUNDS, T_DIV0, T_DOMAIN, T_RANGE, T_ASSERT, T_BYTECODE =
 OV_VALUE_STACK, OV_CONTROL_STACK, OV_FRAMES, OV_PARAMS = range(4)
 IN_CALL = _IN_CALL
 IDX_ALIAS, IDX_RETURN, NO_KERNEL_CASE = _IDX_ALIAS, _IDX_RETURN, _NO_KERNEL_CASE
+NO_DISPATCH_CASE = _NO_DISPATCH_CASE
 AD_TAN, AD_ADJ = _AD_TAN, _AD_ADJ
 
 
@@ -345,6 +348,17 @@ cdef inline i64* opnd(VM* vm, i64 w, i64* mem, i64* fpm, i64* pa) noexcept nogil
 
 cdef inline int ak_trap(int err) noexcept nogil:
     return err + 8 if err else 0
+
+
+cdef int no_case(VM* vm, int op, int where) noexcept nogil:
+    """An executor (where: _NO_KERNEL_CASE, _NO_DISPATCH_CASE) has no case for op: a bytecode
+    trap that names it, nothing changed.  Every executor ends its cases with this, never with
+    a default that would run the op as another."""
+    vm.tv[0] = op
+    vm.tv[1] = 0
+    vm.tv[2] = 0
+    vm.tv[3] = where
+    return _T_BYTECODE
 
 
 cdef i64* index_cell(VM* vm, i64 w, i64* mem, i64* fpm, i64* pa) noexcept nogil:
@@ -724,10 +738,23 @@ cdef inline bint kernel_alias(int op, i64* y, i64* a, i64* b) noexcept nogil:
 # accumulate), runs with y and i held in registers: one update, one add and two compares per
 # iteration.  The arithmetic and its order are those of the dispatch loop, so the results
 # are bit-identical; a body whose cells alias at run time goes to the general kernel.
-_REDUCE_UPDATES = frozenset(OPS[i].code for i in range(len(OPS)) if OPS[i].name in (
-    "add.i", "add.x", "add.f", "sub.i", "sub.x", "sub.f", "addi.i", "addi.x", "addi.f",
-    "subi.i", "subi.x", "subi.f", "addmul.i", "addmul.x", "addmul.f",
-    "submul.i", "submul.x", "submul.f"))
+# The updates it runs, by family: how the increment is formed (a source, the immediate, the
+# product of two sources) and its sign; the eligible opcodes are derived from this map, so an
+# update run_reduce has no form for cannot be eligible.
+cdef enum:
+    RD_NONE = 0
+    RD_SRC = 1
+    RD_IMM = 2
+    RD_MUL = 3
+_REDUCE_FORMS = {"add": (RD_SRC, 1), "sub": (RD_SRC, -1), "addi": (RD_IMM, 1),
+                 "subi": (RD_IMM, -1), "addmul": (RD_MUL, 1), "submul": (RD_MUL, -1)}
+cdef int REDUCE_FORM[N_OPCODES]
+cdef int REDUCE_SIGN[N_OPCODES]
+for _op in OPS:
+    REDUCE_FORM[_op.code], REDUCE_SIGN[_op.code] = _REDUCE_FORMS.get(_op.family, (RD_NONE, 1))
+    if REDUCE_FORM[_op.code] != RD_NONE:
+        assert len(_op.types) == 1 and int(_op.types[0]) in (TY_INT, TY_FIXED, TY_FLOAT), _op
+_REDUCE_UPDATES = frozenset(_op.code for _op in OPS if REDUCE_FORM[_op.code] != RD_NONE)
 _COUNTERS = frozenset(OPS[i].code for i in range(len(OPS))
                       if OPS[i].name in ("inc.i", "dec.i", "addi.i", "subi.i"))
 
@@ -896,8 +923,8 @@ cdef int run_reduce(VM* vm, i64 k, i64* code, int e, i64* mem, i64* fpm, i64* pa
     cdef i64* cu = code + urow * 6
     cdef i64* cc = code + crow * 6
     cdef int op = <int>cu[0], cop = <int>cc[0], ty = OP_TYPE[op], F = vm.F
-    cdef int nsrc = NCELL[op] - 1, s, sg = 1, pf = AD_PF[op]
-    cdef bint isf = ty == TY_FLOAT, mul = nsrc == 2, inv = 1, backward = vm.D < 0
+    cdef int nsrc = NCELL[op] - 1, s, sg = REDUCE_SIGN[op], pf = AD_PF[op], form = REDUCE_FORM[op]
+    cdef bint isf = ty == TY_FLOAT, mul = form == RD_MUL, inv = 1, backward = vm.D < 0
     cdef bint reg_adj = 0       # the rule's one changing dual is in a register (ga)
     cdef i64* gcell = NULL
     cdef i64* yp = opnd(vm, cu[1], mem, fpm, pa)
@@ -917,10 +944,10 @@ cdef int run_reduce(VM* vm, i64 k, i64* code, int e, i64* mem, i64* fpm, i64* pa
     cdef i64 lft = left[0]
     cdef int tc, t
     cdef ReduceLoop RL
-    if op == OP_SUB_I or op == OP_SUB_X or op == OP_SUB_F or op == OP_SUBI_I \
-            or op == OP_SUBI_X or op == OP_SUBI_F or op == OP_SUBMUL_I \
-            or op == OP_SUBMUL_X or op == OP_SUBMUL_F:
-        sg = -1
+    if form == RD_NONE or nsrc != (2 if form == RD_MUL else 1 if form == RD_SRC else 0):
+        # (not eligible by construction) no register form: the general kernel, whose
+        # kernel_row runs the op or traps naming it
+        return -_K_DECLINED
     delta = 1 if cop == OP_INC_I else -1 if cop == OP_DEC_I else \
         cc[2] if cop == OP_ADDI_I else <i64>(0 - <u64>cc[2])
     if yp == ip:
@@ -1407,9 +1434,7 @@ cdef inline int kernel_row(VM* vm, int op, i64* y, i64* a, i64* b, i64* c,
         return float_set(y, tc, v)
     else:
         # listed in KERNEL_OPS without a case here: refuse by name, never guess
-        vm.tv[0] = op
-        vm.tv[3] = _NO_KERNEL_CASE
-        return _T_BYTECODE
+        return no_case(vm, op, _NO_KERNEL_CASE)
     return 0
 
 
@@ -1941,7 +1966,7 @@ cdef int vm_run(VM* vm, i64 budget, i64* executed, Variant* variant) noexcept no
                 if tc:
                     break
                 y[0] = v
-            else:
+            elif op == OP_ADDDIV_I or op == OP_SUBDIV_I or op == OP_ADDDIV_X or op == OP_SUBDIV_X:
                 if op == OP_ADDDIV_I or op == OP_SUBDIV_I:
                     tc = ak_trap(rvm_int_div(a[0], b[0], &v))
                 else:
@@ -1952,6 +1977,9 @@ cdef int vm_run(VM* vm, i64 budget, i64* executed, Variant* variant) noexcept no
                     y[0] = <i64>(<u64>y[0] + <u64>v)
                 else:
                     y[0] = <i64>(<u64>y[0] - <u64>v)
+            else:
+                tc = no_case(vm, op, _NO_DISPATCH_CASE)
+                break
             pc += e
             came = 0
 
@@ -2002,8 +2030,11 @@ cdef int vm_run(VM* vm, i64 budget, i64* executed, Variant* variant) noexcept no
             elif op == OP_NEG_L:
                 if (y[0] >> 1) != (<i64>(<u64>1 << 63) >> 1):   # zero (and INT64_MIN+1) stay
                     y[0] ^= 1
-            else:
+            elif op == OP_NEG_I or op == OP_NEG_X:
                 y[0] = <i64>(<u64>0 - <u64>y[0])
+            else:
+                tc = no_case(vm, op, _NO_DISPATCH_CASE)
+                break
             pc += e
             came = 0
         elif op == OP_ROTL_I or op == OP_ROTR_I:
@@ -2146,10 +2177,10 @@ cdef int vm_run(VM* vm, i64 budget, i64* executed, Variant* variant) noexcept no
                 tc = ak_trap(rvm_lns_mul(y[0], v, 1 if cond else -1, &v))
             elif OP_TYPE[op] == TY_FLOAT:
                 tc = ak_trap(rvm_float_add(y[0], rvm_w2f(v), 1 if cond else -1, &v))
-            elif cond:
-                v = <i64>(<u64>y[0] + <u64>v)
+            elif OP_TYPE[op] == TY_INT or OP_TYPE[op] == TY_FIXED:
+                v = <i64>(<u64>y[0] + <u64>v) if cond else <i64>(<u64>y[0] - <u64>v)
             else:
-                v = <i64>(<u64>y[0] - <u64>v)
+                tc = no_case(vm, op, _NO_DISPATCH_CASE)
             if tc:
                 break
             y[0] = v
@@ -2320,9 +2351,13 @@ cdef int vm_run(VM* vm, i64 budget, i64* executed, Variant* variant) noexcept no
             e = <int>vm.fr_fdir[d] * vm.D
             code = vm.code if e > 0 else vm.code_inv
             continue
-        else:
+        elif op == OP_BEGIN:
             # `begin` run forward or `end` run backward: control never gets there legally
             tc = _T_BYTECODE
+            break
+        else:
+            # an opcode without a case here: refuse by name, never run it as another
+            tc = no_case(vm, op, _NO_DISPATCH_CASE)
             break
         left -= 1
         if Variant is Instrumented:

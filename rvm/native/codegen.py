@@ -457,11 +457,23 @@ class _Fn:
         def int_add(v):
             out.append(f"{y} = (i64)((u64){y} {pm} (u64)({v}));")
 
+        def no_case():
+            return Unsupported(f"pc {pc}: `{op.name}` has no C case")
+
+        def add(d_float, d_word):
+            """y += d: a float add, or a wrapping add of a word (int, fixed); no default."""
+            if t == FLOAT:
+                float_add(d_float)
+            elif t in (INT, FIXED):
+                int_add(d_word)
+            else:
+                raise no_case()
+
         if fam in ("add", "sub"):
             distinct((0, 1))
-            float_add(P[1].fv()) if t == FLOAT else int_add(f"{V[1]}")
+            add(P[1].fv(), f"{V[1]}")
         elif fam in ("addi", "subi"):
-            float_add(f"rvm_w2f({lit(c[2])})") if t == FLOAT else int_add(lit(c[2]))
+            add(f"rvm_w2f({lit(c[2])})", lit(c[2]))
         elif fam in ("inc", "dec"):
             int_add("1")
         elif fam in ("addmul", "submul"):
@@ -471,15 +483,17 @@ class _Fn:
                 float_add(f"{P[1].fv()} * {P[2].fv()}")
             elif t == FIXED:
                 int_add(f"rvm_fixed_mul({a}, {b}, {F})")
-            else:
+            elif t == INT:
                 int_add(f"(u64){a} * (u64){b}")
+            else:
+                raise no_case()
         elif fam in ("adddiv", "subdiv"):
             distinct((0, 1), (0, 2))
             a, b = f"{V[1]}", f"{V[2]}"
             if t == FLOAT:
                 trap(f"{P[2].fv()} == 0.0")
                 float_add(f"{P[1].fv()} / {P[2].fv()}")
-            else:
+            elif t in (INT, FIXED):
                 div = f"rvm_int_div({a}, {b}, &q)" if t == INT else \
                     f"rvm_fixed_div({a}, {b}, {F}, &q)"
                 out.append(f"{{ i64 q; if ({div}) BAIL({pc}); {y} = (i64)((u64){y} {pm} (u64)q); }}")
@@ -499,8 +513,10 @@ class _Fn:
                            f"{y} = (i64)((u64){y} ^ ((u64)1 << 63));")
             elif t == LNS:
                 out.append(f"if (({y} >> 1) != ((i64)((u64)1 << 63) >> 1)) {y} ^= 1;")
-            else:
+            elif t in (INT, FIXED):
                 out.append(f"{y} = (i64)((u64)0 - (u64){y});")
+            else:
+                raise no_case()
         elif fam in ("rotl", "rotr"):
             r = c[2] if fam == "rotl" else (64 - c[2]) & 63
             if r:
@@ -513,8 +529,10 @@ class _Fn:
             out.append(f"i64 v = {y}, r = {V[1]};")
             if t == FLOAT:
                 trap(f"rvm_rot_float(&v, &r, {V[2]}, {inv}, cs)")
-            else:
+            elif t == FIXED:
                 trap(f"rvm_rot_fixed(&v, &r, {V[2]}, {F}, {inv})")
+            else:
+                raise no_case()
             out.append(f"{P[0].set('v')} {P[1].set('r')}")
         elif fam in ("addfn", "subfn", "addfn2", "subfn2"):
             two = fam.endswith("2")
@@ -523,7 +541,7 @@ class _Fn:
             f = (f"rvm_fn2_value({c[4]}, {ty}, {V[1]}, {V[2]}, {F}, &w)" if two
                  else f"rvm_fn1_value({c[3]}, {ty}, {V[1]}, {F}, &w)")
             out.append(f"i64 w; if ({f}) BAIL({pc});")
-            float_add("rvm_w2f(w)") if t == FLOAT else int_add("w")
+            add("rvm_w2f(w)", "w")
         elif fam in ("addsum", "subsum", "adddif", "subdif"):
             distinct((0, 1), (0, 2))
             dif = int(fam in ("adddif", "subdif"))
@@ -541,10 +559,8 @@ class _Fn:
             out.append(f"i64 w; if (rvm_convert({dst}, {src}, {V[1]}, {F}, &w)) BAIL({pc});")
             if op.types[0] == LNS:
                 out.append(f"{{ i64 v; if (rvm_lns_mul({y}, w, {s}, &v)) BAIL({pc}); {y} = v; }}")
-            elif op.types[0] == FLOAT:
-                float_add("rvm_w2f(w)")
             else:
-                int_add("w")
+                add("rvm_w2f(w)", "w")
         elif fam == "push":                     # the cell's word onto the stack, the cell 0
             out.append(f"if (st->sp >= st->stack_cap) BAIL({pc}); st->stack[st->sp++] = {y}; "
                        f"{P[0].set('0')} if (st->sp > st->peak_sp) st->peak_sp = st->sp;")
@@ -556,7 +572,7 @@ class _Fn:
         elif fam == "nop":
             pass
         else:                                            # pragma: no cover (see _COVERED)
-            raise Unsupported(f"pc {pc}: `{op.name}`")
+            raise no_case()
         return out
 
     def real(self, ref: Ref, t) -> str:
