@@ -15,7 +15,7 @@ from __future__ import annotations
 from importlib import import_module
 from typing import Any
 
-from .errors import InvalidBytecode, RVMError, Trap
+from .errors import InvalidBytecode, PathDivergence, RVMError, Trap
 from .program import Program
 
 _LAZY_ASSEMBLER = ("AssemblyError", "Diagnostic")
@@ -25,7 +25,7 @@ _LAZY = {"assemble": "api", "load": "api", "run": "api", "roundtrip": "api", "Re
          "grad_fn": "ad", "hessian": "ad", "hvp": "ad", "jvp": "ad"}
 
 __all__ = ["assemble", "load", "run", "roundtrip", "Result", "RoundTrip", "Machine", "Program",
-           "RVMError", "Trap", "InvalidBytecode", "AssemblyError", "Diagnostic", "grad", "jvp",
+           "RVMError", "Trap", "PathDivergence", "InvalidBytecode", "AssemblyError", "Diagnostic", "grad", "jvp",
            "hessian", "hvp", "grad_fn", "derivatives"]
 __version__ = "0.1.0"
 

@@ -3324,13 +3324,15 @@ cdef class GradCall:
     cdef dict cells
     cdef cnp.ndarray def_addrs, def_words, wrt_addrs, out, words
     cdef list parts                        # (name, offset, shape or None for a scalar)
+    cdef cnp.ndarray exact                 # addresses of the globals that never round
 
     def __init__(self, Core core, i64 of_addr, dict cells, cnp.ndarray def_addrs,
                  cnp.ndarray def_words, cnp.ndarray wrt_addrs, cnp.ndarray out,
-                 cnp.ndarray words, list parts):
+                 cnp.ndarray words, list parts, cnp.ndarray exact):
         self.core, self.of_addr, self.cells = core, of_addr, cells
         self.def_addrs, self.def_words, self.wrt_addrs = def_addrs, def_words, wrt_addrs
         self.out, self.words, self.parts = out, words, parts
+        self.exact = exact
 
     def __call__(self, inputs):
         return self.call(inputs)
@@ -3345,6 +3347,16 @@ cdef class GradCall:
                                self.def_addrs, self.def_words, self.wrt_addrs, self.out,
                                self.words, None, None) != 0:
             return None
+        # the way back must retrace the run: the step count back at 0 and every cell that
+        # never rounds restored; else the general path runs and raises PathDivergence
+        if self.core.vm.t != 0:
+            return None
+        cdef i64* ws = <i64*>cnp.PyArray_DATA(self.words)
+        cdef i64* ex = <i64*>cnp.PyArray_DATA(self.exact)
+        cdef i64 nw = self.words.shape[1], k
+        for k in range(self.exact.shape[0]):
+            if ws[ex[k]] != ws[2 * nw + ex[k]]:
+                return None
         cdef double* g = <double*>cnp.PyArray_DATA(self.out)
         for name, at, shape in self.parts:
             if shape is None:

@@ -117,7 +117,8 @@ def roundtrip(program: Program | str | os.PathLike, inputs: Mapping[str, Any] | 
     snap = snapshot(m)
     m.run(direction=+1, max_steps=max_steps)
     outputs, steps = m.outputs(), m.stats["steps"]
-    m.run(direction=-1, max_steps=max_steps)
+    m.run(direction=-1, max_steps=max_steps)     # raises PathDivergence on another path
+    m.check_restored()
     return RoundTrip(outputs, steps, *drift_since(m, snap))
 
 

@@ -124,6 +124,15 @@ class StepLimit(Trap):
     code = "step-limit"
 
 
+class PathDivergence(Trap):
+    """Running back, the machine did not retrace the forward run: a join sent control the
+    other way than it came in (float rounding changed a value its condition reads), or a
+    cell that never rounds (int, fixed, lns) did not come back.  The run reached the start
+    (or the end) anyway, so no trap stopped it; gradients and round trips are then wrong.
+    `pc`/`location` name the first join whose direction changed, when it was found."""
+    code = "path"
+
+
 class BytecodeTrap(Trap):
     """The machine met a state the verifier should have excluded."""
     code = "bytecode"

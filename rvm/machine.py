@@ -16,6 +16,7 @@ assembler.
 """
 from __future__ import annotations
 
+import linecache
 import operator
 import sys
 from bisect import bisect_right
@@ -27,12 +28,12 @@ import numpy as np
 from isa.arith import ArithTrap, execute
 from isa.functions import CMP_ALWAYS, CMP_SYMBOLS, FN1, FN2, cond_parts
 from isa.table import OPS, Op
-from isa.types import INT, NumType
+from isa.types import FLOAT, INT, NumType
 
 from . import _core
 from .errors import (AliasError, AncillaError, AssertionTrap, BoundsError, BytecodeTrap,
-                     ComeFromError, DivisionByZero, DomainError, PopError, RangeError,
-                     ReadOnlyError, RVMError, StackOverflow, StackUnderflow, StepLimit, Trap)
+                     ComeFromError, DivisionByZero, DomainError, PathDivergence, PopError,
+                     RangeError, ReadOnlyError, RVMError, StackOverflow, StackUnderflow, StepLimit, Trap)
 from .program import MODE_G, MODE_L, MODE_N, MODE_P, MODE_X, Function, Program, operand_parts
 from .values import ValueEncodingError, decode, decode_array, encode, encode_array
 
@@ -303,8 +304,13 @@ class Machine:
                  trace: Callable[[TraceEvent], None] | None = None):
         self.program = program
         self.trace_handler: Callable[[TraceEvent], None] = trace or print_trace
-        self.core = _core.Core(program, stack_cells=stack_cells, frame_cells=frame_cells,
-                               max_depth=max_depth)
+        self._options = dict(stack_cells=stack_cells, frame_cells=frame_cells,
+                             max_depth=max_depth)
+        self.core = _core.Core(program, **self._options)
+        # where the last reset put the machine (+1 start, -1 end, 0 none yet) and the globals
+        # then: a run that comes back there must retrace its way (see _check_return)
+        self._origin = 0
+        self._origin_words: np.ndarray | None = None
         self._default_words: tuple[np.ndarray, np.ndarray] | None = None
         self._symbols: dict[str, tuple[NumType, int, int | None, bool]] = {}
         for c in program.consts:
@@ -321,12 +327,18 @@ class Machine:
         defaults, every other global zero; direction forward."""
         self.core.reset(False)
         self._load(inputs or {}, defaults=True)
+        self._set_origin(+1)
 
     def reset_end(self, outputs: Mapping[str, Any] | None = None) -> None:
         """End state: the given globals (normally the outputs), every other global zero;
         direction backward, ready for `run(direction=-1)`."""
         self.core.reset(True)
         self._load(outputs or {}, defaults=False)
+        self._set_origin(-1)
+
+    def _set_origin(self, side: int) -> None:
+        self._origin = side
+        self._origin_words = self.core.mem[:self.program.n_globals].copy()
 
     def _load(self, values: Mapping[str, Any], defaults: bool) -> None:
         unknown = [k for k in values if k not in self._symbols or not self._symbols[k][3]]
@@ -366,12 +378,15 @@ class Machine:
         if rc == _core.R_BUDGET:
             raise self._make(StepLimit, f"the step limit of {budget} instructions is used up",
                              self.pc, self.direction, {})
+        self._check_return()
         return self.status
 
     def step(self, n: int = 1, direction: int = +1) -> int:
         """Run up to `n` instructions, stopping at the program boundary; returns how many ran.
         Traps raise as in `run`.  `step(0, d)` only turns the machine to direction d."""
-        return self._drive(direction, min(_count(n, "n"), _UNLIMITED))[1]
+        done = self._drive(direction, min(_count(n, "n"), _UNLIMITED))[1]
+        self._check_return()
+        return done
 
     def _drive(self, direction: int, budget: int) -> tuple[int, int]:
         if direction not in (1, -1):
@@ -397,6 +412,124 @@ class Machine:
                 raise self._trap()
             return rc, done
 
+    # ---- a run back must retrace the run it undoes -----------------------------------------
+
+    def _check_return(self) -> None:
+        """At the state the last reset made (the start after reset, the end after reset_end)
+        the step count must be 0 again: otherwise the run back took another path."""
+        if self.core.t != 0 and self._origin != 0 and \
+                self.status == ("start" if self._origin > 0 else "end"):
+            raise self._divergence()
+
+    def check_restored(self) -> None:
+        """Raise PathDivergence if a global that never rounds (int, fixed, lns) differs from
+        the state the last reset made: a value converted from a drifting float can do that
+        even when the path back was the same.  For a machine back at its origin."""
+        if self._origin_words is None:
+            return
+        now, was = self.core.mem, self._origin_words
+        broken = [g for g in self.program.globals if g.type != FLOAT and not
+                  np.array_equal(now[g.addr:g.addr + g.size], was[g.addr:g.addr + g.size])]
+        if broken:
+            vals = {g.name: self.read(g.name) for g in broken}
+            F = self.program.fraction_bits
+            olds = {g.name: decode(g.type, int(was[g.addr]), F) if g.length is None else
+                    decode_array(g.type, was[g.addr:g.addr + g.size], F).tolist()
+                    for g in broken}
+            said = ", ".join(f"{k} (it is {vals[k]}, it was {olds[k]})" for k in vals)
+            raise PathDivergence(
+                f"the run back did not restore {said}: "
+                f"{'these cells never round' if len(broken) > 1 else 'it never rounds'}, so a "
+                "value converted from a float that drifted on the way back changed it. Convert "
+                "from a fixed cell, or keep the converted value", values=vals, step=self.core.t,
+                direction=self.direction)
+
+    def _divergence(self) -> PathDivergence:
+        """The PathDivergence of a run back that reached the origin with t != 0, naming the
+        first join (in the order the run back met them) whose direction changed."""
+        t = self.core.t
+        back = "backward" if self._origin > 0 else "forward"
+        where = self._first_changed_join()
+        remedy = ("Test an int or fixed cell, or keep the condition's value in a cell and "
+                  "test that cell, so that rounding cannot change the way back")
+        if where is None:
+            return PathDivergence(
+                f"running {back}, control took another path than the run it undoes: it "
+                f"reached the {self.status} with the step count at {t}, not 0, so the state "
+                f"there is not the one it started from. A float value a join's condition "
+                f"reads was rounded differently on the way back. {remedy}",
+                step=t, direction=self.direction)
+        pc, came, cond, vals = where
+        program = self.program
+        row = [int(x) for x in program.code[pc]]
+        d2 = -self._origin
+        came_from, went_to = (row[4], pc + d2) if came else (pc + d2, row[4])
+        first = "forward" if self._origin > 0 else "backward"
+        return self._make(PathDivergence,
+                          f"running {back}, control left {self._where(pc)} the other way than "
+                          f"it came in: running {first} it came from {self._where(came_from)}, "
+                          f"but its condition `{cond}` is now {'false' if came else 'true'} and "
+                          f"sent it to {self._where(went_to)}. A float value the condition "
+                          f"reads was rounded differently on the way back, and the run went on "
+                          f"to the {self.status} on another path (step count {t}, not 0). "
+                          f"{remedy}", pc, d2, vals)
+
+    def _where(self, pc: int) -> str:
+        """`line 9 (y += a * b)`: an instruction by its source line, else by _pc_text."""
+        loc = self.program.location(pc) if 0 <= pc < len(self.program.code) else None
+        text = linecache.getline(loc[0], loc[1]).strip() if loc else ""
+        if not text:
+            return self._pc_text(pc)
+        return f"line {loc[1]} (`{text if len(text) <= 60 else text[:57] + '...'}`)"
+
+    def _first_changed_join(self, limit: int = 1_000_000) -> tuple | None:
+        """Re-run the round trip from the origin on a second machine, stopping at the joins
+        that choose a direction on the way back (joins backward, jumps forward): (pc, came
+        on the first leg, the condition's text, its values on the way back) of the first
+        whose choice differs from how control came on the first leg; None if none is found
+        within `limit` stops."""
+        if self._origin_words is None:
+            return None
+        program = self.program
+        d1 = self._origin
+        d2 = -d1
+        choose = "join" if d2 < 0 else "jmp"
+        pcs = [pc for pc in range(len(program.code))
+               if OPS[int(program.code[pc, 0])].name == choose]
+        if not pcs:
+            return None
+        m = Machine(program, trace=lambda event: None, **self._options)
+        m.reset() if d1 > 0 else m.reset_end()
+        m.core.mem[:program.n_globals] = self._origin_words
+        m._origin = 0                               # no check of its own while it searches
+        m.set_breakpoints(pcs)
+        came: dict[int, bool] = {}
+        stops = 0
+        try:
+            while m.advance(d1) == "break":
+                came[m.t] = bool(m.came)
+                stops += 1
+                if stops > limit:
+                    return None
+            while m.advance(d2) == "break":
+                pc, t = m.pc, m.t
+                row = [int(x) for x in program.code[pc]]
+                func = program.function_at(pc)
+                cond = format_condition(program, func, row[1], row[2], row[3])
+                vals = {} if cond_parts(row[1])[0] == CMP_ALWAYS else \
+                    m._values([(row[2], cond_parts(row[1])[1]), (row[3], cond_parts(row[1])[1])],
+                              func)
+                m.step(1, d2)
+                jumped = m.pc != pc + d2
+                if t - d1 in came and came[t - d1] != jumped:
+                    return pc, came[t - d1], cond, vals
+                stops += 1
+                if stops > 2 * limit:
+                    return None
+        except Trap:
+            return None
+        return None
+
     # ---- breakpoints and watched cells (the debugger's stops, in both directions) ----------
 
     def set_breakpoints(self, pcs) -> None:
@@ -415,6 +548,7 @@ class Machine:
         budget = _UNLIMITED if max_steps is None else min(_count(max_steps, "max_steps"),
                                                            _UNLIMITED)
         rc, _ = self._drive(direction, budget)
+        self._check_return()
         return {_core.R_BOUNDARY: "boundary", _core.R_BUDGET: "limit",
                 _core.R_BREAK: "break", _core.R_WATCH: "watch"}[rc]
 
@@ -763,22 +897,36 @@ class Machine:
         partner = row[4]
         cc, t = row[1], cond_parts(row[1])[1]
         text = format_condition(program, func, cc, row[2], row[3])
-        here = f"{instr} {_label(program, pc)}" if pc in program.labels else f"{instr} at pc {pc}"
         other = "jmp" if instr == "join" else "join"
-        src = self._pc_text(partner)
-        if e > 0:
-            actual = (f"control came by the jump from the {other} {src}" if came
-                      else f"control fell through from {self._pc_text(pc - 1)}")
+        here = self._where(pc)
+        # e is the way this code runs; under uncall it is the opposite of the machine's run
+        if e != self.core.direction:
+            runs = (" (this code runs backward: it is uncalled)" if e < 0 else
+                    " (this code runs forward: it is uncalled by a run going backward)")
         else:
-            actual = (f"running backward, control came by the jump from the {other} {src}"
-                      if came else f"running backward, control came from {self._pc_text(pc + 1)}")
-        says = ("always true, so control must arrive by the jump" if cond_parts(cc)[0] ==
-                CMP_ALWAYS else f"{text} is {'true' if cond else 'false'}, so control must "
-                f"{'arrive by the jump from ' + src if cond else 'fall through'}")
+            runs = " on the way back" if e < 0 else ""
+        prev = pc - e                      # where falling through comes from, this way
+        if cond_parts(cc)[0] == CMP_ALWAYS:
+            says = (f"it has no condition, so control must always arrive by the jump from the "
+                    f"{other} at {self._where(partner)}")
+        elif cond:
+            says = (f"its condition `{text}` is true, so control must arrive by the jump from "
+                    f"the {other} at {self._where(partner)}")
+        else:
+            says = (f"its condition `{text}` is false, so control must fall through from "
+                    f"{self._where(prev)}")
+        if came:
+            actual = f"it came by the jump from {self._where(partner)}"
+        elif prev == partner:
+            actual = (f"it fell through from {self._where(prev)} without taking that jump "
+                      f"(the code between them is empty; that {other}'s own condition sent "
+                      "control this way, so the two conditions disagree)")
+        else:
+            actual = f"it fell through from {self._where(prev)}"
         vals = {} if cond_parts(cc)[0] == CMP_ALWAYS else \
             self._values([(row[2], t), (row[3], t)], func)
-        return self._make(ComeFromError, f"come-from check failed at {here}: {says}, but "
-                          f"{actual}", pc, self.core.direction, vals)
+        return self._make(ComeFromError, f"come-from check failed at {here}{runs}: {says}, "
+                          f"but {actual}", pc, self.core.direction, vals)
 
     def _pc_text(self, pc: int) -> str:
         """`top (pc 4)`, `the entry of main (pc 0)` or `pc 7`."""

@@ -407,10 +407,12 @@ def call_in_thread(use_native: bool, stack: int, tmp_path) -> subprocess.Complet
     return run_native_in_subprocess(f"""
         import threading, rvm
         f = rvm.grad_fn(rvm.assemble({RECURSIVE3!r}), of="y", wrt=["x"], native={use_native})
-        f({{}}); f({{}})
         threading.stack_size({stack})
         res = []
-        t = threading.Thread(target=lambda: res.append(f({{"n": 1990}})))
+        def work():                 # the thread owns f: its calls run on f's own machine
+            f({{}}); f({{}})
+            res.append(f({{"n": 1990}}))
+        t = threading.Thread(target=work)
         t.start(); t.join()
         print(float(res[0]["x"]).hex(), f.runner.core.native_bails)
         """, tmp_path)

@@ -80,9 +80,9 @@ def test_come_from_forward():
     assert (e.pc, e.step, e.instruction) == (1, 1, "join back if x != zero")
     check_location(e)
     assert e.values == {"x": 3, "zero": 0}
-    assert "join top" in e.detail and "x != zero is true" in e.detail
+    assert "top (pc 1)" in e.detail and "`x != zero` is true" in e.detail
     assert "fell through from the entry of main (pc 0)" in e.detail
-    assert "arrive by the jump from back (pc 3)" in e.detail
+    assert "arrive by the jump from the jmp at back (pc 3)" in e.detail
     back_to_start(m, {"x": 3})
 
 
@@ -96,7 +96,7 @@ def test_come_from_backward():
     check_location(e)
     assert e.instruction == "jmp then if x < ten" and "running backward" in str(e)
     assert e.values == {"x": 3, "ten": 10}
-    assert "came from pc 2" in e.detail and "jump from then (pc 4)" in e.detail
+    assert "fell through from pc 2" in e.detail and "jump from the join at then (pc 4)" in e.detail
     assert m.run(direction=+1) == "end" and m.t == 0                # back where it started
     assert (m.read("x"), m.read("y")) == (3, 100)
 
@@ -114,7 +114,7 @@ def test_unconditional_join_reached_by_falling_through():
     m.reset({"x": 0})
     e = trap_of(m, ComeFromError)
     assert e.pc == 2 and e.step == 2 and e.instruction == "join back"
-    assert "always true" in e.detail and "fell through from pc 1" in e.detail
+    assert "must always arrive by the jump" in e.detail and "fell through from pc 1" in e.detail
     assert e.values == {}
     back_to_start(m, {"x": 0})
 

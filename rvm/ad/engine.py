@@ -203,7 +203,21 @@ class _Runner:
         non-finite derivative); the general path reports it."""
         cells, def_addrs, def_words, wrt_addrs = self._fast_args()
         return self.core.gradient(self.of.addr, inputs or {}, cells, def_addrs, def_words,
-                                  wrt_addrs, self.g, self.words, tangent, self.h) == 0
+                                  wrt_addrs, self.g, self.words, tangent, self.h) == 0 and \
+            self.core.t == 0 and self._restored()
+
+    def _restored(self) -> bool:
+        """After a fast pass: every global that never rounds came back (else the general
+        path runs again and raises PathDivergence)."""
+        w, at = self.words, self._exact_addrs()
+        return bool(np.array_equal(w[0, at], w[2, at]))
+
+    def _exact_addrs(self) -> np.ndarray:
+        """Addresses of the globals that never round (int, fixed, lns)."""
+        if getattr(self, "_exact", None) is None:
+            self._exact = np.array([g.addr + k for g in self.program.globals
+                                    if g.type != FLOAT for k in range(g.size)], dtype=np.int64)
+        return self._exact
 
     def _fast_args(self) -> tuple:
         """(input cells, default addresses, default words, wrt addresses) of the fast pass."""
@@ -230,7 +244,7 @@ class _Runner:
             parts.append((c.name, at, tuple(c.shape) if c.shape else None))
             at += c.size
         return _core.GradCall(self.core, self.of.addr, cells, def_addrs, def_words, wrt_addrs,
-                              self.g, self.words, parts)
+                              self.g, self.words, parts, self._exact_addrs())
 
     def fast_loss(self) -> float:
         """The loss at the end of the last fast pass's forward run."""
@@ -389,6 +403,7 @@ def _derivatives(program: Program | str | os.PathLike, of: str | None,
         if check_ancillas:
             out.released = _release_report(r, strict, RELEASE_TOLERANCE)
         r.backward(_core.AD_ADJ, max_steps)
+        r.m.check_restored()
         g = r.gather(r.core.adjoint)
         r.check_nonfinite(g, "gradient")
         out.gradient = _split(g, r.wrt)
@@ -421,6 +436,7 @@ def _derivatives(program: Program | str | os.PathLike, of: str | None,
             out._end = (r.m, r.globals_words())
             out.steps = r.m.stats["steps"]
         r.backward(_core.AD_TAN | _core.AD_ADJ, max_steps)
+        r.m.check_restored()
         col = r.gather(r.core.adjoint_tangent)
         r.check_nonfinite(col, "Hessian")
         columns.append(col)
@@ -557,6 +573,11 @@ class GradFn(_core.GradFnBase):
         it on the calling thread's own GradFn."""
         lane = getattr(self._lanes, "fn", None)
         if lane is None:
+            if not any(t.ident == self.owner for t in threading.enumerate()):
+                # the owner thread has ended (a pool that came and went): take its machine,
+                # and with it the native build under way
+                self.owner = threading.get_ident()
+                return self(inputs)
             lane = self._lanes.fn = self._new_lane()
         return lane(inputs)
 
