@@ -32,6 +32,7 @@ import numpy as np
 
 EXIT_OK, EXIT_PROGRAM, EXIT_USAGE, EXIT_TRAP, EXIT_STEP_LIMIT, EXIT_INTERRUPT = 0, 1, 2, 3, 4, 130
 EXIT_BROKEN_PIPE = 141
+EXIT_STRICT = 6
 # 5 (EXIT_DERIVATIVE) belongs to rvm grad: rvm/ad/cli.py
 
 # The machine's capacities a command line may ask for: beyond these the work arrays alone
@@ -46,7 +47,8 @@ exit status (every verb):
   0 success, 1 program error (assembly diagnostics, invalid .rbc, unreadable file),
   2 usage error (bad arguments or values, an output that cannot be written, a size that
   cannot be allocated), 3 the run trapped, 4 step limit reached, 5 rvm grad: a derivative
-  is not finite or --check fd failed, 130 interrupted, 141 stdout closed early (broken
+  is not finite or --check fd failed, 6 rvm run --strict: globals left nonzero that the
+  program should zero, 130 interrupted, 141 stdout closed early (broken
   pipe: rvm stops quietly).  -o FILE: FILE's directory must exist (rvm creates none).
 """
 
@@ -456,6 +458,22 @@ def cmd_run(a: argparse.Namespace) -> int:
         set_values(m, values, at_end=a.reverse)
     except (KeyError, ValueError, TypeError, OverflowError, rvm.RVMError) as e:
         raise UsageError(str(e.args[0]) if e.args else str(e)) from None
+    # a value for a cell the run does not start from is most likely a mistake: an output on
+    # a forward run (it is added to, not replaced) or an input-only cell on a backward one
+    wrong = [k for k in values if (g := prog.global_named(k)) is not None and
+             (not g.is_input if not a.reverse else not g.is_output)]
+    if wrong:
+        what = "inputs" if not a.reverse else "outputs"
+        msg = (f"{', '.join(wrong)} {'is not an input' if len(wrong) == 1 else 'are not inputs'}"
+               if not a.reverse else
+               f"{', '.join(wrong)} {'is not an output' if len(wrong) == 1 else 'are not outputs'}")
+        if a.strict:
+            raise UsageError(f"{msg}: a {'forward' if not a.reverse else 'backward'} run starts "
+                             f"from the {what} (--strict)")
+        print(f"rvm: warning: {msg}: the run starts from the value given (a "
+              f"{'forward' if not a.reverse else 'backward'} run normally starts from the "
+              f"{what}{'; use --reverse to run from the outputs' if not a.reverse else ''})",
+              file=sys.stderr)
     snap = snapshot(m) if a.roundtrip else None
     t0 = time.perf_counter()
     m.run(direction=-1 if a.reverse else 1, max_steps=a.max_steps)
@@ -486,7 +504,8 @@ def cmd_run(a: argparse.Namespace) -> int:
             rows.append(("garbage", ", ".join(garbage) or "none"))
             print_table("stats", rows, out=sys.stderr)
     if snap is not None:
-        m.run(direction=1 if a.reverse else -1, max_steps=a.max_steps)
+        m.run(direction=1 if a.reverse else -1, max_steps=a.max_steps)   # PathDivergence?
+        m.check_restored()
         drift, broken = drift_since(m, snap)
         if not drift:
             print("roundtrip: exact: every global came back bit for bit", file=sys.stderr)
@@ -496,6 +515,11 @@ def cmd_run(a: argparse.Namespace) -> int:
         if broken:
             print(f"roundtrip: note: {', '.join(broken)} (not float) did not come back exactly; "
                   f"a value converted from a drifting float can do that", file=sys.stderr)
+    if garbage and a.strict:
+        print(f"rvm: error: {'non-input' if a.reverse else 'non-output'} globals left nonzero: "
+              f"{', '.join(garbage)} (--strict: the program's contract says they end at zero)",
+              file=sys.stderr)
+        return EXIT_STRICT
     if garbage and not a.json:
         print(f"rvm: note: {'non-input' if a.reverse else 'non-output'} globals left nonzero: "
               f"{', '.join(garbage)}", file=sys.stderr)
@@ -568,6 +592,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--roundtrip", action="store_true",
                    help="then run back again and report whether every global came back bit "
                         "for bit, or how far float cells drifted (to stderr)")
+    s.add_argument("--strict", action="store_true",
+                   help="fail (exit 6) when globals the program should leave at zero are not "
+                        "(non-outputs at the end, non-inputs at the start with --reverse), and "
+                        "refuse values for cells the run does not start from (exit 2)")
     s.add_argument("--raw", action="store_true",
                    help="print values as raw 64-bit words $0x... (exact for every type; "
                         "values given as $0x... are always taken raw)")

@@ -690,10 +690,12 @@ class Machine:
             self._store(addr, length, arr)
 
     def _store(self, addr: int, length: int | None, words: Any) -> None:
-        if length is None:
-            self.core.mem[addr] = words
-        else:
-            self.core.mem[addr:addr + length] = words
+        n = 1 if length is None else length
+        self.core.mem[addr:addr + n] = words
+        if self._origin_words is not None and self.core.t == 0 and \
+                self.status == ("start" if self._origin > 0 else "end"):
+            # a value set at the origin is part of the state a run back must restore
+            self._origin_words[addr:addr + n] = self.core.mem[addr:addr + n]
 
     def inputs(self) -> dict[str, Any]:
         return {g.name: self.read(g.name) for g in self.program.globals if g.is_input}

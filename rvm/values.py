@@ -39,7 +39,8 @@ class ValueEncodingError(RVMError, ValueError):
 
 
 def _fail(value: Any, t: NumType, why: str) -> ValueEncodingError:
-    return ValueEncodingError(f"{value!r} cannot be stored in a {t.name_} cell: {why}")
+    article = "an" if t.name_[0] in "aeiol" else "a"        # an int, an lns, a fixed
+    return ValueEncodingError(f"{value!r} cannot be stored in {article} {t.name_} cell: {why}")
 
 
 def _exact(value: Any) -> int | Fraction | float:
