@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import fields
 
+from .cgen import generate_isa_header, generate_vm_run
 from .derivatives import generate_header, rule_for
 from .functions import FN1, FN2
 from .table import OPS, generate_pxi
@@ -36,7 +37,7 @@ def _describe(op) -> str:
 
 def _texts() -> list[str]:
     """The generated texts, without the hash itself."""
-    return [generate_pxi(), generate_header()]
+    return [generate_pxi(), generate_header(), generate_isa_header(), generate_vm_run()]
 
 
 def table_hash(ops=None) -> str:
@@ -68,4 +69,6 @@ def generate_opcodes_pxi() -> str:
 GENERATED = {
     "rvm/_opcodes.pxi": generate_opcodes_pxi,
     "rvm/_deriv.h": generate_header,
+    "rvm/_isa.h": generate_isa_header,
+    "rvm/_vm_run.pxi": generate_vm_run,
 }

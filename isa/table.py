@@ -51,6 +51,15 @@ class Op:
     syntax: str                   # statement form; {0}.. are operands, {fn} the function name
     doc: str
     family_doc: str = field(default="", compare=False)
+    # value semantics, in C over the named operands (isa/cgen.py; docs/internals.md): an
+    # update `y OP= f(sources)` has its group law OP (LAW_ADD, LAW_XOR, LAW_MUL), its sign
+    # (-1: the inverse OP) and f (statements `pre` that may trap, then the expression f);
+    # any other data instruction has a `body` that rewrites its targets
+    law: str = ""
+    sign: int = 1
+    pre: str = ""
+    f: str = ""
+    body: str = ""
 
     @property
     def type(self) -> NumType | None:
@@ -87,8 +96,28 @@ def _name(family: str, types: tuple[NumType, ...]) -> str:
     return family + ("." + "".join(t.suffix for t in types) if types else "")
 
 
-def _family(family: str, inverse: str, types, operands, syntax: str, doc: str, flags=()) -> None:
-    """Declare one family: one opcode per type (or type tuple)."""
+# group laws of updates y OP= f(sources): OP and its inverse (sign -1)
+LAW_ADD = "add"            # int, fixed: wrapping +/-; float: +/- (a non-finite result traps)
+LAW_XOR = "xor"            # int bits: ^ (its own inverse)
+LAW_MUL = "mul"            # lns: * and / (exact: the logs add)
+# data families whose semantics is the machine's state (value stack, scopes), not a C body
+MACHINE_FAMILIES = ("push", "pop", "alloc", "free")
+# families whose two targets may be one cell (a swap of a cell with itself is the identity)
+TARGETS_MAY_COINCIDE = ("swap",)
+
+
+def _per_type(spec, tt: tuple) -> str:
+    """The C text of `spec` for the types tt: one text for every type, or a dict keyed by
+    the type (or the type tuple of a conversion); no entry is no text."""
+    if isinstance(spec, dict):
+        return spec.get(tt if len(tt) > 1 else tt[0], "") if tt else ""
+    return spec or ""
+
+
+def _family(family: str, inverse: str, types, operands, syntax: str, doc: str, flags=(),
+            law: str = "", sign: int = 1, pre="", f="", body="") -> None:
+    """Declare one family: one opcode per type (or type tuple), with its value semantics (an
+    update's law, sign and f, or a body; see Op)."""
     for t in types:
         tt = t if isinstance(t, tuple) else ((t,) if t is not None else ())
         fl = set(flags)
@@ -98,68 +127,113 @@ def _family(family: str, inverse: str, types, operands, syntax: str, doc: str, f
             fl.add(DATA)
         if FLOAT not in tt and CONTROL not in fl:
             fl.add(EXACT)
+        lw = law(tt) if callable(law) else law
         _ops.append(Op(len(_ops), _name(family, tt), family, tt, tuple(operands),
-                       _name(inverse, tt), frozenset(fl), syntax, doc))
+                       _name(inverse, tt), frozenset(fl), syntax, doc, law=lw,
+                       sign=sign if lw else 1, pre=_per_type(pre, tt), f=_per_type(f, tt),
+                       body=_per_type(body, tt)))
 
 
 NUM = (INT, FIXED, FLOAT)
 
 # --- additive updates -------------------------------------------------------------------
-_family("add", "sub", NUM, ("y", "a"), "{0} += {1}", "y += a (wrapping for int and fixed)")
-_family("sub", "add", NUM, ("y", "a"), "{0} -= {1}", "y -= a")
-_family("addi", "subi", NUM, ("y", "imm"), "{0} += {1}", "y += immediate")
-_family("subi", "addi", NUM, ("y", "imm"), "{0} -= {1}", "y -= immediate")
-_family("inc", "dec", (INT,), ("y",), "inc {0}", "y += 1")
-_family("dec", "inc", (INT,), ("y",), "dec {0}", "y -= 1")
+# C text of f per type: an int or fixed f is a word added with wrapping, a float f a double
+# (operand names: y, y2 targets; a, b sources; imm, k, fn, cc; F the fraction bits; $T the
+# type code, $S a conversion's source type code; TRY(e) traps with e's nonzero AK_* code)
+_F_A = {INT: "a", FIXED: "a", FLOAT: "rvm_w2f(a)"}
+_F_IMM = {INT: "imm", FIXED: "imm", FLOAT: "rvm_w2f(imm)"}
+_F_MUL = {INT: "(u64)a * (u64)b", FIXED: "rvm_fixed_mul(a, b, F)",
+          FLOAT: "rvm_w2f(a) * rvm_w2f(b)"}
+_PRE_DIV = {INT: "i64 q; TRY(rvm_int_div(a, b, &q));",
+            FIXED: "i64 q; TRY(rvm_fixed_div(a, b, F, &q));",
+            FLOAT: "if (rvm_w2f(b) == 0.0) return AK_DIV0;"}
+_F_DIV = {INT: "q", FIXED: "q", FLOAT: "rvm_w2f(a) / rvm_w2f(b)"}
+_F_W = {INT: "w", FIXED: "w", FLOAT: "rvm_w2f(w)"}
+_PRE_FN1 = "i64 w; TRY(rvm_fn1_value((int)fn, $T, a, F, &w));"
+_PRE_FN2 = "i64 w; TRY(rvm_fn2_value((int)fn, $T, a, b, F, &w));"
+_ADD = dict(law=LAW_ADD, sign=1)
+_SUB = dict(law=LAW_ADD, sign=-1)
+
+_family("add", "sub", NUM, ("y", "a"), "{0} += {1}", "y += a (wrapping for int and fixed)",
+        **_ADD, f=_F_A)
+_family("sub", "add", NUM, ("y", "a"), "{0} -= {1}", "y -= a", **_SUB, f=_F_A)
+_family("addi", "subi", NUM, ("y", "imm"), "{0} += {1}", "y += immediate", **_ADD, f=_F_IMM)
+_family("subi", "addi", NUM, ("y", "imm"), "{0} -= {1}", "y -= immediate", **_SUB, f=_F_IMM)
+_family("inc", "dec", (INT,), ("y",), "inc {0}", "y += 1", **_ADD, f="1")
+_family("dec", "inc", (INT,), ("y",), "dec {0}", "y -= 1", **_SUB, f="1")
 _family("addmul", "submul", NUM, ("y", "a", "a"), "{0} += {1} * {2}",
-        "y += a*b; fixed: the 128-bit product rounded half to even to F fraction bits")
-_family("submul", "addmul", NUM, ("y", "a", "a"), "{0} -= {1} * {2}", "y -= a*b, same rounding")
+        "y += a*b; fixed: the 128-bit product rounded half to even to F fraction bits",
+        **_ADD, f=_F_MUL)
+_family("submul", "addmul", NUM, ("y", "a", "a"), "{0} -= {1} * {2}", "y -= a*b, same rounding",
+        **_SUB, f=_F_MUL)
 _family("adddiv", "subdiv", NUM, ("y", "a", "a"), "{0} += {1} / {2}",
-        "y += a/b; int: floor division; fixed: (a << F)/b rounded half to even; traps if b == 0")
-_family("subdiv", "adddiv", NUM, ("y", "a", "a"), "{0} -= {1} / {2}", "y -= a/b, same rounding")
+        "y += a/b; int: floor division; fixed: (a << F)/b rounded half to even; traps if b == 0",
+        **_ADD, pre=_PRE_DIV, f=_F_DIV)
+_family("subdiv", "adddiv", NUM, ("y", "a", "a"), "{0} -= {1} / {2}", "y -= a/b, same rounding",
+        **_SUB, pre=_PRE_DIV, f=_F_DIV)
 # --- bit updates ------------------------------------------------------------------------
-_family("xor", "xor", (INT,), ("y", "a"), "{0} ^= {1}", "y ^= a")
-_family("xori", "xori", (INT,), ("y", "imm"), "{0} ^= {1}", "y ^= immediate")
+_family("xor", "xor", (INT,), ("y", "a"), "{0} ^= {1}", "y ^= a", law=LAW_XOR, f="a")
+_family("xori", "xori", (INT,), ("y", "imm"), "{0} ^= {1}", "y ^= immediate", law=LAW_XOR,
+        f="imm")
 _family("xorand", "xorand", (INT,), ("y", "a", "a"), "{0} ^= {1} & {2}",
-        "y ^= a & b (the Toffoli gate on 64 bit lanes)")
+        "y ^= a & b (the Toffoli gate on 64 bit lanes)", law=LAW_XOR, f="a & b")
 # --- permutations -----------------------------------------------------------------------
+_NEG = "y = (i64)((u64)0 - (u64)y);"
 _family("neg", "neg", ALL_TYPES, ("y",), "neg {0}",
-        "y = -y (int wraps at INT64_MIN; lns flips the sign; float flips the sign bit)")
-_family("not", "not", (INT,), ("y",), "not {0}", "y = ~y")
-_family("rotl", "rotr", (INT,), ("y", "k"), "rotl {0}, {1}", "rotate the 64 bits of y left by k")
-_family("rotr", "rotl", (INT,), ("y", "k"), "rotr {0}, {1}", "rotate the 64 bits of y right by k")
-_family("swap", "swap", ALL_TYPES, ("y", "y"), "swap {0}, {1}", "exchange two cells")
+        "y = -y (int wraps at INT64_MIN; lns flips the sign; float flips the sign bit)",
+        body={INT: _NEG, FIXED: _NEG, FLOAT: "y = (i64)((u64)y ^ ((u64)1 << 63));",
+              LNS: "if ((y >> 1) != ((i64)((u64)1 << 63) >> 1)) y ^= 1;  /* zero stays */"})
+_family("not", "not", (INT,), ("y",), "not {0}", "y = ~y", body="y = ~y;")
+_family("rotl", "rotr", (INT,), ("y", "k"), "rotl {0}, {1}", "rotate the 64 bits of y left by k",
+        body="int r = (int)(k & 63); if (r) y = (i64)(((u64)y << r) | ((u64)y >> (64 - r)));")
+_family("rotr", "rotl", (INT,), ("y", "k"), "rotr {0}, {1}", "rotate the 64 bits of y right by k",
+        body="int r = (int)((64 - k) & 63); "
+             "if (r) y = (i64)(((u64)y << r) | ((u64)y >> (64 - r)));")
+_family("swap", "swap", ALL_TYPES, ("y", "y"), "swap {0}, {1}", "exchange two cells",
+        body="i64 v = y; y = y2; y2 = v;")
 _family("rot", "irot", (FIXED, FLOAT), ("y", "y", "a"), "rot {0}, {1}, {2}",
         "Givens rotation (x, y) <- (x cos t - y sin t, x sin t + y cos t); fixed: three lifting "
-        "shears, exact inverse (see isa/arith.py)")
+        "shears, exact inverse (see isa/arith.py)",
+        body={FIXED: "TRY(rvm_rot_fixed(&y, &y2, a, F, 0));",
+              FLOAT: "TRY(rvm_rot_float(&y, &y2, a, 0, cs));"})
 _family("irot", "rot", (FIXED, FLOAT), ("y", "y", "a"), "irot {0}, {1}, {2}",
-        "inverse of rot (fixed: the shears undone in reverse order)")
+        "inverse of rot (fixed: the shears undone in reverse order)",
+        body={FIXED: "TRY(rvm_rot_fixed(&y, &y2, a, F, 1));",
+              FLOAT: "TRY(rvm_rot_float(&y, &y2, a, 1, cs));"})
 # --- functions --------------------------------------------------------------------------
 _family("addfn", "subfn", NUM, ("y", "a", "fn"), "{0} += {fn}({1})",
         "y += f(x) for a unary f of isa/functions.py; fixed evaluates f in binary64 and rounds "
-        "half to even; traps on a domain error or a result out of range")
-_family("subfn", "addfn", NUM, ("y", "a", "fn"), "{0} -= {fn}({1})", "y -= f(x)")
+        "half to even; traps on a domain error or a result out of range",
+        **_ADD, pre=_PRE_FN1, f=_F_W)
+_family("subfn", "addfn", NUM, ("y", "a", "fn"), "{0} -= {fn}({1})", "y -= f(x)",
+        **_SUB, pre=_PRE_FN1, f=_F_W)
 _family("addfn2", "subfn2", (FIXED, FLOAT), ("y", "a", "a", "fn"), "{0} += {fn}({1}, {2})",
         "y += f(a, b) for a binary f of isa/functions.py (fixed, float: pow, atan2, hypot, min, "
-        "max; int: min, max, mod, shl, shr, bitand, bitor, bitxor)")
+        "max; int: min, max, mod, shl, shr, bitand, bitor, bitxor)", **_ADD, pre=_PRE_FN2, f=_F_W)
 _family("subfn2", "addfn2", (FIXED, FLOAT), ("y", "a", "a", "fn"), "{0} -= {fn}({1}, {2})",
-        "y -= f(a, b)")
+        "y -= f(a, b)", **_SUB, pre=_PRE_FN2, f=_F_W)
 # --- log numbers ------------------------------------------------------------------------
 _family("mul", "div", (LNS,), ("y", "a"), "{0} *= {1}",
-        "y *= a, exact: adds the logs and xors the signs; traps if a is zero")
-_family("div", "mul", (LNS,), ("y", "a"), "{0} /= {1}", "y /= a, exact; traps if a is zero")
+        "y *= a, exact: adds the logs and xors the signs; traps if a is zero",
+        law=LAW_MUL, sign=1, f="a")
+_family("div", "mul", (LNS,), ("y", "a"), "{0} /= {1}", "y /= a, exact; traps if a is zero",
+        law=LAW_MUL, sign=-1, f="a")
 # --- conversions: y += T(x), and y *= lns(x) --------------------------------------------
 _CVT_PAIRS = tuple((d, s) for d in ALL_TYPES for s in ALL_TYPES if d != s)
+_PRE_CVT = "i64 w; TRY(rvm_convert($T, $S, a, F, &w));"
 for _d, _s in _CVT_PAIRS:
     if _d == LNS:
         _family("cvt", "uncvt", ((_d, _s),), ("y", "a"), "{0} *= lns({1})",
-                "y *= lns(x): multiply by x rounded to lns; traps if x is zero")
-        _family("uncvt", "cvt", ((_d, _s),), ("y", "a"), "{0} /= lns({1})", "y /= lns(x)")
+                "y *= lns(x): multiply by x rounded to lns; traps if x is zero",
+                law=LAW_MUL, sign=1, pre=_PRE_CVT, f="w")
+        _family("uncvt", "cvt", ((_d, _s),), ("y", "a"), "{0} /= lns({1})", "y /= lns(x)",
+                law=LAW_MUL, sign=-1, pre=_PRE_CVT, f="w")
     else:
         _family("cvt", "uncvt", ((_d, _s),), ("y", "a"), "{0} += " + _d.name_ + "({1})",
-                "y += x converted to y's type (rounded half to even; traps if out of range)")
+                "y += x converted to y's type (rounded half to even; traps if out of range)",
+                **_ADD, pre=_PRE_CVT, f=_F_W[_d])
         _family("uncvt", "cvt", ((_d, _s),), ("y", "a"), "{0} -= " + _d.name_ + "({1})",
-                "y -= x converted, same rounding")
+                "y -= x converted, same rounding", **_SUB, pre=_PRE_CVT, f=_F_W[_d])
 # --- stack and ancillas (untyped: move raw words) ---------------------------------------
 _family("push", "pop", (None,), ("y",), "push {0}",
         "move y onto the value stack and zero y; traps on stack overflow")
@@ -200,22 +274,26 @@ _family("end", "begin", (None,), ("func",), "(function exit)",
 # int forms of y += f(a, b): min, max, mod, shl, shr, bitand, bitor, bitxor (isa/functions.py)
 _family("addfn2", "subfn2", (INT,), ("y", "a", "a", "fn"), "{0} += {fn}({1}, {2})",
         "y += f(a, b) for a binary f (pow, atan2, hypot; min, max; int: mod, shl, shr, bitand, "
-        "bitor, bitxor)")
+        "bitor, bitxor)", **_ADD, pre=_PRE_FN2, f=_F_W)
 _family("subfn2", "addfn2", (INT,), ("y", "a", "a", "fn"), "{0} -= {fn}({1}, {2})",
-        "y -= f(a, b)")
+        "y -= f(a, b)", **_SUB, pre=_PRE_FN2, f=_F_W)
 # float y += (a + b): the sum rounded once, so a float temporary is written once from zero and
 # uncomputed exactly (int and fixed sums are exact: expressions split them into two updates)
+_PRE_SUM = "double s = rvm_w2f(a) + rvm_w2f(b); if (!isfinite(s)) return AK_RANGE;"
+_PRE_DIF = "double s = rvm_w2f(a) - rvm_w2f(b); if (!isfinite(s)) return AK_RANGE;"
 _family("addsum", "subsum", (FLOAT,), ("y", "a", "a"), "{0} += {1} + {2}",
-        "y += (a + b): the sum rounded, then added")
-_family("subsum", "addsum", (FLOAT,), ("y", "a", "a"), "{0} -= {1} + {2}", "y -= (a + b)")
+        "y += (a + b): the sum rounded, then added", **_ADD, pre=_PRE_SUM, f="s")
+_family("subsum", "addsum", (FLOAT,), ("y", "a", "a"), "{0} -= {1} + {2}", "y -= (a + b)",
+        **_SUB, pre=_PRE_SUM, f="s")
 _family("adddif", "subdif", (FLOAT,), ("y", "a", "a"), "{0} += {1} - {2}",
-        "y += (a - b): the difference rounded, then added")
-_family("subdif", "adddif", (FLOAT,), ("y", "a", "a"), "{0} -= {1} - {2}", "y -= (a - b)")
+        "y += (a - b): the difference rounded, then added", **_ADD, pre=_PRE_DIF, f="s")
+_family("subdif", "adddif", (FLOAT,), ("y", "a", "a"), "{0} -= {1} - {2}", "y -= (a - b)",
+        **_SUB, pre=_PRE_DIF, f="s")
 # comparisons as 0/1 values: y (int) ^= 1 iff the condition holds; the sources have the
 # condition's type (the second type of the opcode)
 _family("xorcmp", "xorcmp", tuple((INT, _t) for _t in ALL_TYPES), ("y", "cc", "a", "a"),
         "{0} ^= {cond}", "y ^= 1 if the condition holds, else y unchanged (y is int)",
-        flags=(EXACT,))
+        flags=(EXACT,), law=LAW_XOR, f="rvm_compare(cc, a, b)")
 
 OPS: tuple[Op, ...] = tuple(_ops)
 OP_BY_NAME: dict[str, Op] = {op.name: op for op in OPS}

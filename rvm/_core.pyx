@@ -22,7 +22,9 @@ cimport numpy as cnp
 
 from isa.derivatives import KINDS, RULES, pf_id
 from isa.functions import FN1, FN2
+from isa.cgen import distinct_pairs, has_body, operand_names
 from isa.table import INVERSE, OPS, ROW_WIDTH
+from isa.types import FLOAT
 from isa.types import MAX_FRACTION_BITS
 
 cnp.import_array()
@@ -75,6 +77,12 @@ check_build(TABLE_HASH)
 if {f.name: f.id for f in FN1} != _C_FN1 or {f.name: f.id for f in FN2} != _C_FN2:
     raise ImportError("the function ids of rvm/_arith.h (RF_*, RF2_*) differ from "
                       "isa/functions.py: give every function its C case, then rebuild")
+
+cdef extern from "_isa.h" nogil:
+    # every data instruction's value semantics, generated from isa/table.py (isa/cgen.py)
+    enum:
+        RVM_NO_CASE
+    int rvm_exec(int op, i64* p0, i64* p1, i64* p2, const i64* c, int F, double* cs)
 
 cdef extern from "_deriv.h" nogil:
     ctypedef struct rvm_dual:
@@ -414,6 +422,12 @@ for _op in OPS:
         CSLOT[_op.code][_k] = _slots[_k] if _k < len(_slots) else 1
 
 
+# the instruction leaves cos and sin of its angle in vm.rot_cs (float rotations; see ad_rule)
+cdef int OP_ROTW[N_OPCODES]
+for _op in OPS:
+    OP_ROTW[_op.code] = _op.family in ("rot", "irot") and _op.types == (FLOAT,)
+
+
 # ---- differentiation rules (isa/derivatives.py; docs/ad.md) ------------------------------------
 
 cdef inline double real_of(i64 w, int ty, int F) noexcept nogil:
@@ -649,17 +663,9 @@ cdef void ad_frame(VM* vm, i64 fp, i64 fs) noexcept nogil:
 # instruction is gone.  Breakpoints and watched cells disable kernels; AD rules still run.
 
 DEF KMAX = 8              # body rows of a kernel
-# opcodes a kernel body may contain (their operands resolved once per entry)
-KERNEL_OPS = frozenset(["add.i", "add.x", "add.f", "sub.i", "sub.x", "sub.f",
-                        "addi.i", "addi.x", "addi.f", "subi.i", "subi.x", "subi.f",
-                        "inc.i", "dec.i", "addmul.i", "addmul.x", "addmul.f",
-                        "submul.i", "submul.x", "submul.f", "adddiv.i", "adddiv.x",
-                        "adddiv.f", "subdiv.i", "subdiv.x", "subdiv.f", "addfn.i", "addfn.x",
-                        "addfn.f", "subfn.i", "subfn.x", "subfn.f", "addfn2.x", "addfn2.f",
-                        "subfn2.x", "subfn2.f", "xor.i",
-                        "swap.i", "swap.x", "swap.f", "rot.x", "rot.f", "irot.x", "irot.f",
-                        "addfn2.i", "subfn2.i", "addsum.f", "subsum.f", "adddif.f", "subdif.f",
-                        "xorcmp.ii", "xorcmp.ix", "xorcmp.il", "xorcmp.if"])
+# opcodes a kernel body may contain (their operands resolved once per entry): every instruction
+# with a body in isa/table.py, which kernel_row runs as the dispatch loop does (rvm_exec)
+KERNEL_OPS = frozenset(_op.name for _op in OPS if has_body(_op))
 assert KERNEL_OPS <= {_op.name for _op in OPS}, KERNEL_OPS - {_op.name for _op in OPS}
 _KERNEL_CODES = frozenset(OPS[i].code for i in range(len(OPS)) if OPS[i].name in KERNEL_OPS)
 _TWO_TARGETS = frozenset(OPS[i].code for i in range(len(OPS)) if len(OPS[i].targets) == 2)
@@ -722,15 +728,24 @@ cdef inline i64* x_cell(VM* vm, i64* base, i64 n, i64 q, i64 v) noexcept nogil:
     return base + v
 
 
+# per op: which of its cells (in operand order: y, a, b as kernel rows name them) must differ,
+# as the dispatch loop checks them (isa/cgen.py distinct_pairs): bit 0 y/a, bit 1 y/b, bit 2 a/b
+cdef int KALIAS[N_OPCODES]
+for _op in OPS:
+    KALIAS[_op.code] = 0
+    if has_body(_op):
+        _cells = [n for n, k in zip(operand_names(_op), _op.operands) if k in ("y", "a")]
+        for _p, _q in distinct_pairs(_op):
+            _i, _j = sorted((_cells.index(_p), _cells.index(_q)))
+            KALIAS[_op.code] |= {(0, 1): 1, (0, 2): 2, (1, 2): 4}[(_i, _j)]
+
+
 cdef inline bint kernel_alias(int op, i64* y, i64* a, i64* b) noexcept nogil:
-    """The operand aliasing the dispatch loop traps on, for a kernel op: a source that is the
-    target (swap may swap a cell with itself), or rot's second target being the first or the
-    angle.  (Two equal sources, y += a*a, are fine.)"""
-    if op == OP_SWAP_I or op == OP_SWAP_X or op == OP_SWAP_F:
-        return 0
-    if op == OP_ROT_X or op == OP_IROT_X or op == OP_ROT_F or op == OP_IROT_F:
-        return y == a or y == b or a == b
-    return (NCELL[op] > 1 and y == a) or (NCELL[op] > 2 and y == b)
+    """The operand aliasing the dispatch loop traps on, for a kernel op (KALIAS): a source that
+    is a target, or two targets that must differ (a swap may swap a cell with itself).  (Two
+    equal sources, y += a*a, are fine.)"""
+    cdef int m = KALIAS[op]
+    return ((m & 1) and y == a) or ((m & 2) and y == b) or ((m & 4) and a == b)
 
 
 # A two-row body of one update `y op= f(sources)` and one counter step `i += d`, with the loop's
@@ -1315,128 +1330,23 @@ cdef int run_induct(VM* vm, i64 k, i64* code, int e, i64* mem, i64* fpm, i64* pa
                        pc_out, op_out)
 
 
-cdef inline int float_set(i64* y, int err, i64 v) noexcept nogil:
-    """Store a float result, or return the trap of its failure (the cell unchanged)."""
-    if err:
-        return ak_trap(err)
-    y[0] = v
-    return 0
-
-
-cdef int fn_update(int op, i64* c, i64* y, i64* a, i64* b, int F) noexcept nogil:
-    """y += f(a) or y += f(a, b) (and -=) of row c on resolved cells; returns a trap code,
-    with nothing changed."""
-    cdef i64 v = 0
-    cdef int tc
-    cdef bint add = (op == OP_ADDFN_I or op == OP_ADDFN_X or op == OP_ADDFN_F
-                     or op == OP_ADDFN2_I or op == OP_ADDFN2_X or op == OP_ADDFN2_F)
-    if (op == OP_ADDFN2_I or op == OP_ADDFN2_X or op == OP_ADDFN2_F or op == OP_SUBFN2_I
-            or op == OP_SUBFN2_X or op == OP_SUBFN2_F):
-        tc = ak_trap(rvm_fn2_value(<int>c[4], OP_TYPE[op], a[0], b[0], F, &v))
-    else:
-        tc = ak_trap(rvm_fn1_value(<int>c[3], OP_TYPE[op], a[0], F, &v))
-    if tc:
-        return tc
-    if OP_TYPE[op] == TY_FLOAT:
-        tc = ak_trap(rvm_float_add(y[0], rvm_w2f(v), 1 if add else -1, &v))
-        if tc:
-            return tc
-        y[0] = v
-    elif add:
-        y[0] = <i64>(<u64>y[0] + <u64>v)
-    else:
-        y[0] = <i64>(<u64>y[0] - <u64>v)
-    return 0
+cdef inline int exec_trap(VM* vm, int op, int tc, int where) noexcept nogil:
+    """The trap code of rvm_exec's result tc: an AK_* code, or no case for op (where)."""
+    if tc == RVM_NO_CASE:
+        return no_case(vm, op, where)
+    return ak_trap(tc)
 
 
 cdef inline int kernel_row(VM* vm, int op, i64* y, i64* a, i64* b, i64* c,
                            int F) noexcept nogil:
-    """Run one kernel body row (c) on resolved cells (as the dispatch loop does it); returns
-    a trap code, with nothing changed."""
-    cdef i64 v, vx, vy, imm = c[2]
-    cdef int tc
-    if op == OP_ADD_I or op == OP_ADD_X:
-        y[0] = <i64>(<u64>y[0] + <u64>a[0])
-    elif op == OP_SUB_I or op == OP_SUB_X:
-        y[0] = <i64>(<u64>y[0] - <u64>a[0])
-    elif op == OP_INC_I:
-        y[0] = <i64>(<u64>y[0] + 1)
-    elif op == OP_DEC_I:
-        y[0] = <i64>(<u64>y[0] - 1)
-    elif op == OP_ADDI_I or op == OP_ADDI_X:
-        y[0] = <i64>(<u64>y[0] + <u64>imm)
-    elif op == OP_SUBI_I or op == OP_SUBI_X:
-        y[0] = <i64>(<u64>y[0] - <u64>imm)
-    elif op == OP_XOR_I:
-        y[0] ^= a[0]
-    elif op == OP_ADDMUL_I:
-        y[0] = <i64>(<u64>y[0] + <u64>a[0] * <u64>b[0])
-    elif op == OP_SUBMUL_I:
-        y[0] = <i64>(<u64>y[0] - <u64>a[0] * <u64>b[0])
-    elif op == OP_ADDMUL_X:
-        y[0] = <i64>(<u64>y[0] + <u64>rvm_fixed_mul(a[0], b[0], F))
-    elif op == OP_SUBMUL_X:
-        y[0] = <i64>(<u64>y[0] - <u64>rvm_fixed_mul(a[0], b[0], F))
-    elif op == OP_SWAP_I or op == OP_SWAP_X or op == OP_SWAP_F:
-        v = y[0]
-        y[0] = a[0]
-        a[0] = v
-    elif op == OP_ROT_X or op == OP_IROT_X or op == OP_ROT_F or op == OP_IROT_F:
-        vx = y[0]
-        vy = a[0]
-        if op == OP_ROT_X or op == OP_IROT_X:
-            tc = rvm_rot_fixed(&vx, &vy, b[0], F, op == OP_IROT_X)
-        else:
-            tc = rvm_rot_float(&vx, &vy, b[0], op == OP_IROT_F, vm.rot_cs)
-            if tc == 0:
-                vm.rot_w = b[0]
-        if tc:
-            return ak_trap(tc)
-        y[0] = vx
-        a[0] = vy
-    elif (op == OP_ADDFN_I or op == OP_ADDFN_X or op == OP_ADDFN_F or op == OP_SUBFN_I
-          or op == OP_SUBFN_X or op == OP_SUBFN_F or op == OP_ADDFN2_I or op == OP_ADDFN2_X
-          or op == OP_ADDFN2_F or op == OP_SUBFN2_I or op == OP_SUBFN2_X or op == OP_SUBFN2_F):
-        return fn_update(op, c, y, a, b, F)
-    elif op == OP_XORCMP_II or op == OP_XORCMP_IX or op == OP_XORCMP_IL or op == OP_XORCMP_IF:
-        y[0] ^= rvm_compare(c[2], a[0], b[0])
-    elif op == OP_ADDDIV_I or op == OP_SUBDIV_I or op == OP_ADDDIV_X or op == OP_SUBDIV_X:
-        if op == OP_ADDDIV_I or op == OP_SUBDIV_I:
-            tc = rvm_int_div(a[0], b[0], &v)
-        else:
-            tc = rvm_fixed_div(a[0], b[0], F, &v)
-        if tc:
-            return ak_trap(tc)
-        if op == OP_ADDDIV_I or op == OP_ADDDIV_X:
-            y[0] = <i64>(<u64>y[0] + <u64>v)
-        else:
-            y[0] = <i64>(<u64>y[0] - <u64>v)
-    elif op == OP_ADD_F or op == OP_SUB_F:
-        # float: a non-finite result traps before the cell changes (v is set on success)
-        tc = rvm_float_add(y[0], rvm_w2f(a[0]), 1 if op == OP_ADD_F else -1, &v)
-        return float_set(y, tc, v)
-    elif op == OP_ADDI_F or op == OP_SUBI_F:
-        tc = rvm_float_add(y[0], rvm_w2f(imm), 1 if op == OP_ADDI_F else -1, &v)
-        return float_set(y, tc, v)
-    elif op == OP_ADDDIV_F or op == OP_SUBDIV_F:
-        if rvm_w2f(b[0]) == 0.0:
-            return ak_trap(AK_DIV0)
-        tc = rvm_float_add(y[0], rvm_w2f(a[0]) / rvm_w2f(b[0]),
-                           1 if op == OP_ADDDIV_F else -1, &v)
-        return float_set(y, tc, v)
-    elif op == OP_ADDMUL_F or op == OP_SUBMUL_F:
-        tc = rvm_float_add(y[0], rvm_w2f(a[0]) * rvm_w2f(b[0]),
-                           1 if op == OP_ADDMUL_F else -1, &v)
-        return float_set(y, tc, v)
-    elif op == OP_ADDSUM_F or op == OP_SUBSUM_F or op == OP_ADDDIF_F or op == OP_SUBDIF_F:
-        tc = rvm_float_sum(y[0], a[0], b[0], op == OP_ADDDIF_F or op == OP_SUBDIF_F,
-                           1 if op == OP_ADDSUM_F or op == OP_ADDDIF_F else -1, &v)
-        return float_set(y, tc, v)
-    else:
-        # listed in KERNEL_OPS without a case here: refuse by name, never guess
-        return no_case(vm, op, _NO_KERNEL_CASE)
+    """Run one kernel body row (c) on resolved cells (the instruction's body of isa/table.py,
+    as the dispatch loop runs it); returns a trap code, with nothing changed."""
+    cdef int tc = rvm_exec(op, y, a, b, c, F, vm.rot_cs)
+    if tc:
+        return exec_trap(vm, op, tc, _NO_KERNEL_CASE)
+    if OP_ROTW[op]:
+        vm.rot_w = b[0]                   # the angle whose cos and sin rot_cs holds
     return 0
-
 
 
 cdef int run_kernel(VM* vm, i64 k, i64* code, int e, i64* mem, i64* fpm, i64* pa, i64* left,
@@ -1777,615 +1687,9 @@ cdef int enter_main(VM* vm) noexcept nogil:
     return 0
 
 
-# ---- the interpreter loop ----------------------------------------------------------------------
+# ---- the interpreter loop (rvm/_vm_run.pxi.in; its data cases are generated) ------------------
 
-# vm_run is compiled twice: Plain, for runs without breakpoints, watched cells or AD (the common
-# case, no per-instruction test for them), and Instrumented.  Same source, one implementation.
-cdef struct Plain:
-    int unused
-cdef struct Instrumented:
-    int unused
-ctypedef fused Variant:
-    Plain
-    Instrumented
-
-
-cdef int vm_run(VM* vm, i64 budget, i64* executed, Variant* variant) noexcept nogil:
-    """Run up to `budget` instructions.  Returns an R_* code; *executed = instructions run.
-
-    An instruction runs as itself when the top frame's effective direction e is +1 and as its
-    inverse when e is -1: `code` points at the program's rows or at their inverse-mapped copy,
-    chosen whenever e changes (calls and returns), so the hot path does not test e."""
-    cdef i64 left = budget, pc, d, r
-    cdef int came, e, op = 0, tc = 0, cond, rc = _R_BUDGET
-    cdef i64* code
-    cdef i64* mem = vm.mem
-    cdef i64* c
-    cdef i64* fpm
-    cdef i64* pa
-    cdef i64* y
-    cdef i64* a
-    cdef i64* b
-    cdef i64* y2
-    cdef i64 v, i, here
-    cdef int skip_break = vm.brk_skip
-    cdef int ad = vm.ad
-    cdef double* adj = vm.adj
-    cdef double* tan = vm.tan
-    # the loop's flags in locals: a write through a cell pointer may alias the VM struct, so
-    # fields read per instruction would be reloaded from memory every time
-    cdef uint8_t* brk = vm.brk
-    cdef uint8_t* xflag = vm.xflag
-    cdef i64 n_watch = vm.n_watch
-
-    vm.brk_skip = 0
-    executed[0] = 0
-    if budget <= 0:
-        return _R_BUDGET
-    if vm.depth == 0:
-        if not ((vm.status == _S_START and vm.D > 0) or (vm.status == _S_END and vm.D < 0)):
-            return _R_BOUNDARY
-        tc = enter_main(vm)
-        if tc:
-            vm.trap = tc
-            vm.trap_pc = vm.pc
-            vm.trap_op = OP_BEGIN if vm.D > 0 else OP_END
-            vm.trap_e = vm.D
-            return _R_TRAP
-        left -= 1
-        skip_break = 0          # entering main is a step: main's first instruction can stop
-    pc = vm.pc
-    came = vm.came
-    d = vm.depth - 1
-    fpm = mem + vm.fr_fp[d]
-    pa = vm.pt_addr + vm.fr_pp[d]
-    e = <int>vm.fr_fdir[d] * vm.D
-    code = vm.code if e > 0 else vm.code_inv
-
-    while left > 0:
-        if Variant is Instrumented:
-            if brk != NULL:
-                if brk[pc] and not skip_break:
-                    rc = _R_BREAK
-                    break
-                skip_break = 0
-        here = pc
-        c = code + pc * 6
-        op = <int>c[0]
-        if xflag[pc]:
-            tc = check_index_alias(vm, c, op, mem, fpm, pa)
-            if tc:
-                break
-
-        # -- additive updates on int and fixed: wrapping adds -----------------------------
-        if op == OP_ADD_I or op == OP_ADD_X or op == OP_SUB_I or op == OP_SUB_X:
-            y = opnd(vm, c[1], mem, fpm, pa)
-            a = opnd(vm, c[2], mem, fpm, pa)
-            if y == NULL or a == NULL:
-                tc = _T_BOUNDS
-                break
-            if y == a:
-                tc = _T_ALIAS
-                break
-            if op == OP_ADD_I or op == OP_ADD_X:
-                y[0] = <i64>(<u64>y[0] + <u64>a[0])
-            else:
-                y[0] = <i64>(<u64>y[0] - <u64>a[0])
-            pc += e
-            came = 0
-        elif op == OP_ADDI_I or op == OP_ADDI_X:
-            y = opnd(vm, c[1], mem, fpm, pa)
-            if y == NULL:
-                tc = _T_BOUNDS
-                break
-            y[0] = <i64>(<u64>y[0] + <u64>c[2])
-            pc += e
-            came = 0
-        elif op == OP_SUBI_I or op == OP_SUBI_X:
-            y = opnd(vm, c[1], mem, fpm, pa)
-            if y == NULL:
-                tc = _T_BOUNDS
-                break
-            y[0] = <i64>(<u64>y[0] - <u64>c[2])
-            pc += e
-            came = 0
-        elif op == OP_INC_I or op == OP_DEC_I:
-            y = opnd(vm, c[1], mem, fpm, pa)
-            if y == NULL:
-                tc = _T_BOUNDS
-                break
-            if op == OP_INC_I:
-                y[0] = <i64>(<u64>y[0] + 1)
-            else:
-                y[0] = <i64>(<u64>y[0] - 1)
-            pc += e
-            came = 0
-
-        # -- float additive updates: approximate, a non-finite result traps ----------------
-        elif op == OP_ADD_F or op == OP_SUB_F:
-            y = opnd(vm, c[1], mem, fpm, pa)
-            a = opnd(vm, c[2], mem, fpm, pa)
-            if y == NULL or a == NULL:
-                tc = _T_BOUNDS
-                break
-            if y == a:
-                tc = _T_ALIAS
-                break
-            tc = ak_trap(rvm_float_add(y[0], rvm_w2f(a[0]), 1 if op == OP_ADD_F else -1, &v))
-            if tc:
-                break
-            y[0] = v
-            pc += e
-            came = 0
-        elif op == OP_ADDI_F or op == OP_SUBI_F:
-            y = opnd(vm, c[1], mem, fpm, pa)
-            if y == NULL:
-                tc = _T_BOUNDS
-                break
-            tc = ak_trap(rvm_float_add(y[0], rvm_w2f(c[2]), 1 if op == OP_ADDI_F else -1, &v))
-            if tc:
-                break
-            y[0] = v
-            pc += e
-            came = 0
-
-        # -- y += a*b and y += a/b ---------------------------------------------------------
-        elif (op == OP_ADDMUL_I or op == OP_SUBMUL_I or op == OP_ADDMUL_X or op == OP_SUBMUL_X
-              or op == OP_ADDMUL_F or op == OP_SUBMUL_F or op == OP_ADDDIV_I or op == OP_SUBDIV_I
-              or op == OP_ADDDIV_X or op == OP_SUBDIV_X or op == OP_ADDDIV_F
-              or op == OP_SUBDIV_F):
-            y = opnd(vm, c[1], mem, fpm, pa)
-            a = opnd(vm, c[2], mem, fpm, pa)
-            b = opnd(vm, c[3], mem, fpm, pa)
-            if y == NULL or a == NULL or b == NULL:
-                tc = _T_BOUNDS
-                break
-            if y == a or y == b:
-                tc = _T_ALIAS
-                break
-            if op == OP_ADDMUL_I:
-                y[0] = <i64>(<u64>y[0] + <u64>a[0] * <u64>b[0])
-            elif op == OP_SUBMUL_I:
-                y[0] = <i64>(<u64>y[0] - <u64>a[0] * <u64>b[0])
-            elif op == OP_ADDMUL_X:
-                y[0] = <i64>(<u64>y[0] + <u64>rvm_fixed_mul(a[0], b[0], vm.F))
-            elif op == OP_SUBMUL_X:
-                y[0] = <i64>(<u64>y[0] - <u64>rvm_fixed_mul(a[0], b[0], vm.F))
-            elif op == OP_ADDMUL_F or op == OP_SUBMUL_F:
-                tc = ak_trap(rvm_float_add(y[0], rvm_w2f(a[0]) * rvm_w2f(b[0]),
-                                           1 if op == OP_ADDMUL_F else -1, &v))
-                if tc:
-                    break
-                y[0] = v
-            elif op == OP_ADDDIV_F or op == OP_SUBDIV_F:
-                if rvm_w2f(b[0]) == 0.0:
-                    tc = ak_trap(AK_DIV0)
-                    break
-                tc = ak_trap(rvm_float_add(y[0], rvm_w2f(a[0]) / rvm_w2f(b[0]),
-                                           1 if op == OP_ADDDIV_F else -1, &v))
-                if tc:
-                    break
-                y[0] = v
-            elif op == OP_ADDDIV_I or op == OP_SUBDIV_I or op == OP_ADDDIV_X or op == OP_SUBDIV_X:
-                if op == OP_ADDDIV_I or op == OP_SUBDIV_I:
-                    tc = ak_trap(rvm_int_div(a[0], b[0], &v))
-                else:
-                    tc = ak_trap(rvm_fixed_div(a[0], b[0], vm.F, &v))
-                if tc:
-                    break
-                if op == OP_ADDDIV_I or op == OP_ADDDIV_X:
-                    y[0] = <i64>(<u64>y[0] + <u64>v)
-                else:
-                    y[0] = <i64>(<u64>y[0] - <u64>v)
-            else:
-                tc = no_case(vm, op, _NO_DISPATCH_CASE)
-                break
-            pc += e
-            came = 0
-
-        # -- bit updates and permutations --------------------------------------------------
-        elif op == OP_XOR_I:
-            y = opnd(vm, c[1], mem, fpm, pa)
-            a = opnd(vm, c[2], mem, fpm, pa)
-            if y == NULL or a == NULL:
-                tc = _T_BOUNDS
-                break
-            if y == a:
-                tc = _T_ALIAS
-                break
-            y[0] ^= a[0]
-            pc += e
-            came = 0
-        elif op == OP_XORI_I:
-            y = opnd(vm, c[1], mem, fpm, pa)
-            if y == NULL:
-                tc = _T_BOUNDS
-                break
-            y[0] ^= c[2]
-            pc += e
-            came = 0
-        elif op == OP_XORAND_I:
-            y = opnd(vm, c[1], mem, fpm, pa)
-            a = opnd(vm, c[2], mem, fpm, pa)
-            b = opnd(vm, c[3], mem, fpm, pa)
-            if y == NULL or a == NULL or b == NULL:
-                tc = _T_BOUNDS
-                break
-            if y == a or y == b:
-                tc = _T_ALIAS
-                break
-            y[0] ^= a[0] & b[0]
-            pc += e
-            came = 0
-        elif (op == OP_NOT_I or op == OP_NEG_I or op == OP_NEG_X or op == OP_NEG_L
-              or op == OP_NEG_F):
-            y = opnd(vm, c[1], mem, fpm, pa)
-            if y == NULL:
-                tc = _T_BOUNDS
-                break
-            if op == OP_NOT_I:
-                y[0] = ~y[0]
-            elif op == OP_NEG_F:
-                y[0] = <i64>(<u64>y[0] ^ (<u64>1 << 63))
-            elif op == OP_NEG_L:
-                if (y[0] >> 1) != (<i64>(<u64>1 << 63) >> 1):   # zero (and INT64_MIN+1) stay
-                    y[0] ^= 1
-            elif op == OP_NEG_I or op == OP_NEG_X:
-                y[0] = <i64>(<u64>0 - <u64>y[0])
-            else:
-                tc = no_case(vm, op, _NO_DISPATCH_CASE)
-                break
-            pc += e
-            came = 0
-        elif op == OP_ROTL_I or op == OP_ROTR_I:
-            y = opnd(vm, c[1], mem, fpm, pa)
-            if y == NULL:
-                tc = _T_BOUNDS
-                break
-            r = c[2] if op == OP_ROTL_I else (64 - c[2]) & 63
-            if r:
-                y[0] = <i64>((<u64>y[0] << r) | (<u64>y[0] >> (64 - r)))
-            pc += e
-            came = 0
-        elif op == OP_SWAP_I or op == OP_SWAP_X or op == OP_SWAP_L or op == OP_SWAP_F:
-            # swapping a cell with itself is the identity, so it is allowed
-            y = opnd(vm, c[1], mem, fpm, pa)
-            y2 = opnd(vm, c[2], mem, fpm, pa)
-            if y == NULL or y2 == NULL:
-                tc = _T_BOUNDS
-                break
-            v = y[0]
-            y[0] = y2[0]
-            y2[0] = v
-            pc += e
-            came = 0
-        elif op == OP_ROT_X or op == OP_IROT_X or op == OP_ROT_F or op == OP_IROT_F:
-            y = opnd(vm, c[1], mem, fpm, pa)
-            y2 = opnd(vm, c[2], mem, fpm, pa)
-            a = opnd(vm, c[3], mem, fpm, pa)
-            if y == NULL or y2 == NULL or a == NULL:
-                tc = _T_BOUNDS
-                break
-            if y == y2 or y == a or y2 == a:
-                tc = _T_ALIAS
-                break
-            v = y[0]
-            r = y2[0]
-            if op == OP_ROT_X or op == OP_IROT_X:
-                tc = ak_trap(rvm_rot_fixed(&v, &r, a[0], vm.F, op == OP_IROT_X))
-            else:
-                tc = ak_trap(rvm_rot_float(&v, &r, a[0], op == OP_IROT_F, vm.rot_cs))
-                if tc == 0:
-                    vm.rot_w = a[0]
-            if tc:
-                break
-            y[0] = v
-            y2[0] = r
-            pc += e
-            came = 0
-
-        # -- y += f(x), y += f(a, b) -------------------------------------------------------
-        elif (op == OP_ADDFN_I or op == OP_ADDFN_X or op == OP_ADDFN_F or op == OP_SUBFN_I
-              or op == OP_SUBFN_X or op == OP_SUBFN_F or op == OP_ADDFN2_I or op == OP_ADDFN2_X
-              or op == OP_ADDFN2_F or op == OP_SUBFN2_I or op == OP_SUBFN2_X
-              or op == OP_SUBFN2_F):
-            y = opnd(vm, c[1], mem, fpm, pa)
-            a = opnd(vm, c[2], mem, fpm, pa)
-            b = a
-            if NCELL[op] == 3:                  # y += f(a, b)
-                b = opnd(vm, c[3], mem, fpm, pa)
-            if y == NULL or a == NULL or b == NULL:
-                tc = _T_BOUNDS
-                break
-            if y == a or y == b:
-                tc = _T_ALIAS
-                break
-            tc = fn_update(op, c, y, a, b, vm.F)
-            if tc:
-                break
-            pc += e
-            came = 0
-
-        # -- float y += a + b, y += a - b (the inner sum rounded once) ----------------------
-        elif op == OP_ADDSUM_F or op == OP_SUBSUM_F or op == OP_ADDDIF_F or op == OP_SUBDIF_F:
-            y = opnd(vm, c[1], mem, fpm, pa)
-            a = opnd(vm, c[2], mem, fpm, pa)
-            b = opnd(vm, c[3], mem, fpm, pa)
-            if y == NULL or a == NULL or b == NULL:
-                tc = _T_BOUNDS
-                break
-            if y == a or y == b:
-                tc = _T_ALIAS
-                break
-            tc = ak_trap(rvm_float_sum(y[0], a[0], b[0], op == OP_ADDDIF_F or op == OP_SUBDIF_F,
-                                       1 if op == OP_ADDSUM_F or op == OP_ADDDIF_F else -1, &v))
-            if tc:
-                break
-            y[0] = v
-            pc += e
-            came = 0
-
-        # -- comparisons as values: y ^= (a CMP b), y int, a and b of the condition's type --
-        elif op == OP_XORCMP_II or op == OP_XORCMP_IX or op == OP_XORCMP_IL or op == OP_XORCMP_IF:
-            y = opnd(vm, c[1], mem, fpm, pa)
-            a = opnd(vm, c[3], mem, fpm, pa)
-            b = opnd(vm, c[4], mem, fpm, pa)
-            if y == NULL or a == NULL or b == NULL:
-                tc = _T_BOUNDS
-                break
-            if y == a or y == b:
-                tc = _T_ALIAS
-                break
-            y[0] ^= rvm_compare(c[2], a[0], b[0])
-            pc += e
-            came = 0
-
-        # -- log numbers and conversions ---------------------------------------------------
-        elif op == OP_MUL_L or op == OP_DIV_L:
-            y = opnd(vm, c[1], mem, fpm, pa)
-            a = opnd(vm, c[2], mem, fpm, pa)
-            if y == NULL or a == NULL:
-                tc = _T_BOUNDS
-                break
-            if y == a:
-                tc = _T_ALIAS
-                break
-            tc = ak_trap(rvm_lns_mul(y[0], a[0], 1 if op == OP_MUL_L else -1, &v))
-            if tc:
-                break
-            y[0] = v
-            pc += e
-            came = 0
-        elif op in (OP_CVT_IX, OP_UNCVT_IX, OP_CVT_IL, OP_UNCVT_IL, OP_CVT_IF, OP_UNCVT_IF,
-                    OP_CVT_XI, OP_UNCVT_XI, OP_CVT_XL, OP_UNCVT_XL, OP_CVT_XF, OP_UNCVT_XF,
-                    OP_CVT_LI, OP_UNCVT_LI, OP_CVT_LX, OP_UNCVT_LX, OP_CVT_LF, OP_UNCVT_LF,
-                    OP_CVT_FI, OP_UNCVT_FI, OP_CVT_FX, OP_UNCVT_FX, OP_CVT_FL, OP_UNCVT_FL):
-            y = opnd(vm, c[1], mem, fpm, pa)
-            a = opnd(vm, c[2], mem, fpm, pa)
-            if y == NULL or a == NULL:
-                tc = _T_BOUNDS
-                break
-            if y == a:
-                tc = _T_ALIAS
-                break
-            tc = ak_trap(rvm_convert(OP_TYPE[op], CVT_SRC[op], a[0], vm.F, &v))
-            if tc:
-                break
-            # cvt and uncvt alternate in the opcode numbering: even codes are cvt
-            cond = (op - OP_CVT_IX) % 2 == 0
-            if OP_TYPE[op] == TY_LNS:
-                tc = ak_trap(rvm_lns_mul(y[0], v, 1 if cond else -1, &v))
-            elif OP_TYPE[op] == TY_FLOAT:
-                tc = ak_trap(rvm_float_add(y[0], rvm_w2f(v), 1 if cond else -1, &v))
-            elif OP_TYPE[op] == TY_INT or OP_TYPE[op] == TY_FIXED:
-                v = <i64>(<u64>y[0] + <u64>v) if cond else <i64>(<u64>y[0] - <u64>v)
-            else:
-                tc = no_case(vm, op, _NO_DISPATCH_CASE)
-            if tc:
-                break
-            y[0] = v
-            pc += e
-            came = 0
-
-        # -- value stack and ancillas ------------------------------------------------------
-        elif op == OP_PUSH:
-            y = opnd(vm, c[1], mem, fpm, pa)
-            if y == NULL:
-                tc = _T_BOUNDS
-                break
-            if vm.sp >= vm.stack_cap:
-                vm.tv[0] = _OV_VALUE_STACK
-                vm.tv[1] = vm.stack_cap
-                tc = _T_OVERFLOW
-                break
-            vm.stack[vm.sp] = y[0]
-            vm.sp += 1
-            y[0] = 0
-            if vm.sp > vm.peak_sp:
-                vm.peak_sp = vm.sp
-            pc += e
-            came = 0
-        elif op == OP_POP:
-            y = opnd(vm, c[1], mem, fpm, pa)
-            if y == NULL:
-                tc = _T_BOUNDS
-                break
-            if vm.sp == 0:
-                tc = _T_UNDERFLOW
-                break
-            if y[0] != 0:
-                vm.tv[0] = y[0]
-                tc = _T_POP
-                break
-            vm.sp -= 1
-            y[0] = vm.stack[vm.sp]
-            pc += e
-            came = 0
-        elif op == OP_ALLOC or op == OP_FREE:
-            y = opnd(vm, c[1], mem, fpm, pa)
-            if y == NULL:
-                tc = _T_BOUNDS
-                break
-            if y[0] != 0:
-                vm.tv[0] = y[0]
-                vm.tv[1] = -1
-                tc = _T_ANCILLA
-                break
-            pc += e
-            came = 0
-
-        # -- checks and tracing ------------------------------------------------------------
-        elif op == OP_ASSERT:
-            if (c[1] & 15) != 0:
-                a = opnd(vm, c[2], mem, fpm, pa)
-                b = opnd(vm, c[3], mem, fpm, pa)
-                if a == NULL or b == NULL:
-                    tc = _T_BOUNDS
-                    break
-                if not rvm_compare(c[1], a[0], b[0]):
-                    tc = _T_ASSERT
-                    break
-            pc += e
-            came = 0
-        elif op == OP_TRACE:
-            if not vm.trace_ack:
-                rc = _R_TRACE
-                break
-            vm.trace_ack = 0
-            pc += e
-            came = 0
-        elif op == OP_NOP:
-            pc += e
-            came = 0
-
-        # -- control: jmp/join as run with e = +1 (the inverse map swapped them for e = -1) --
-        elif op == OP_JMP:
-            cond = 1
-            if (c[1] & 15) != 0:
-                a = opnd(vm, c[2], mem, fpm, pa)
-                b = opnd(vm, c[3], mem, fpm, pa)
-                if a == NULL or b == NULL:
-                    tc = _T_BOUNDS
-                    break
-                cond = rvm_compare(c[1], a[0], b[0])
-            if cond:
-                pc = c[4]
-                came = 1
-                # The target is the paired join: run its check now and save a dispatch per
-                # taken jump (a loop's back edge).  It still counts as its own step, so only
-                # when the budget has room for both.
-                if left >= 2 and code[pc * 6] == OP_JOIN and (brk == NULL or not brk[pc]):
-                    left -= 1                   # the jmp is done
-                    op = OP_JOIN
-                    c = code + pc * 6
-                    if (c[1] & 15) != 0:
-                        a = opnd(vm, c[2], mem, fpm, pa)
-                        b = opnd(vm, c[3], mem, fpm, pa)
-                        if a == NULL or b == NULL:
-                            tc = _T_BOUNDS
-                            break
-                        if not rvm_compare(c[1], a[0], b[0]):
-                            vm.tv[0] = 0
-                            vm.tv[1] = 1
-                            tc = _T_COMEFROM
-                            break
-                    pc += e
-                    came = 0
-                    r = vm.kern[(e < 0) * vm.n_code + here]
-                    if r >= 0 and vm.use_kernels:
-                        if Variant is Plain or (brk == NULL and n_watch == 0):
-                            left -= 1           # the join is done too
-                            tc = run_kernel(vm, r, code, e, mem, fpm, pa, &left, &pc, &op, ad)
-                            if tc > 0:
-                                came = op == OP_JOIN
-                                break
-                            tc = 0
-                            continue
-            else:
-                pc += e
-                came = 0
-        elif op == OP_JOIN:
-            cond = 1
-            if (c[1] & 15) != 0:
-                a = opnd(vm, c[2], mem, fpm, pa)
-                b = opnd(vm, c[3], mem, fpm, pa)
-                if a == NULL or b == NULL:
-                    tc = _T_BOUNDS
-                    break
-                cond = rvm_compare(c[1], a[0], b[0])
-            if cond != came:
-                vm.tv[0] = cond
-                vm.tv[1] = came
-                tc = _T_COMEFROM
-                break
-            pc += e
-            came = 0
-        elif op == OP_CALL or op == OP_UNCALL:
-            # after the inverse map a call runs its callee forward and an uncall backward,
-            # relative to the machine's direction
-            tc = do_call(vm, c[1], 1 if op == OP_CALL else -1, pc)
-            if tc:
-                break
-            pc = vm.pc
-            came = 0
-            d = vm.depth - 1
-            fpm = mem + vm.fr_fp[d]
-            pa = vm.pt_addr + vm.fr_pp[d]
-            e = <int>vm.fr_fdir[d] * vm.D
-            code = vm.code if e > 0 else vm.code_inv
-        elif op == OP_END:
-            # `end` run forward or `begin` run backward: return
-            vm.pc = pc                  # where a dropped tangent is reported (docs/ad.md)
-            tc = do_return(vm)
-            if tc:
-                break
-            left -= 1
-            pc = vm.pc
-            came = 0
-            if vm.depth == 0:
-                rc = _R_BOUNDARY
-                break
-            d = vm.depth - 1
-            fpm = mem + vm.fr_fp[d]
-            pa = vm.pt_addr + vm.fr_pp[d]
-            e = <int>vm.fr_fdir[d] * vm.D
-            code = vm.code if e > 0 else vm.code_inv
-            continue
-        elif op == OP_BEGIN:
-            # `begin` run forward or `end` run backward: control never gets there legally
-            tc = _T_BYTECODE
-            break
-        else:
-            # an opcode without a case here: refuse by name, never run it as another
-            tc = no_case(vm, op, _NO_DISPATCH_CASE)
-            break
-        left -= 1
-        if Variant is Instrumented:
-            # y and a are the cells the instruction just used when its rule is y += a
-            if ad and AD_KIND[op] and not ad_inline(op, y, a, mem, ad, vm.D < 0, adj, tan):
-                ad_apply(vm, op, c, mem, fpm, pa, here)
-            if n_watch:
-                for i in range(n_watch):
-                    if mem[vm.watch_addr[i]] != vm.watch_val[i]:
-                        vm.watch_val[i] = mem[vm.watch_addr[i]]
-                        vm.watch_hit = i
-                        vm.watch_pc = here
-                        rc = _R_WATCH
-                if rc == _R_WATCH:
-                    break
-
-    vm.pc = pc
-    vm.came = came
-    if tc:
-        rc = _R_TRAP
-        vm.trap = tc
-        vm.trap_pc = pc
-        vm.trap_op = op
-        vm.trap_e = e
-    vm.t += (budget - left) * vm.D
-    vm.steps += budget - left
-    executed[0] = budget - left
-    return rc
+include "_vm_run.pxi"
 
 
 # ---- validation: what the loop relies on -------------------------------------------------------

@@ -17,8 +17,9 @@ from builder import ProgramBuilder
 from isa.arith import execute, f2w, fixed_from_real, w2f, wrap
 from isa.functions import (CMP_ALWAYS, CMP_EQ, CMP_GE, CMP_LT, CMP_NE, FN1_BY_NAME, FN2,
                            FN2_BY_NAME, cond_word)
+from isa.cgen import has_body
 from isa.program import INOUT, Trace
-from isa.table import EXACT, OP_BY_NAME
+from isa.table import EXACT, OP_BY_NAME, OPS
 from isa.types import FIXED, FLOAT, INT, INT64_MAX, INT64_MIN, LNS
 from rvm import _core
 from rvm.errors import (AssertionTrap, BytecodeTrap, DivisionByZero, DomainError,
@@ -333,18 +334,21 @@ def test_loop_derivatives_are_the_same_with_and_without_kernels(body):
 
 
 def test_a_kernel_op_without_its_case_is_refused_by_name(monkeypatch):
-    """The kernel-drift experiment of issue 15: an op made kernel-eligible without a case in
-    kernel_row traps with a named error, nothing changed, instead of running as y -= a*b."""
-    xorand = OP_BY_NAME["xorand.i"].code
-    monkeypatch.setattr(_core, "_KERNEL_CODES", _core._KERNEL_CODES | {xorand})
-    prog = loop(_ops(("xorand.i", "acc", "xs[i]", "s")), INT_CELLS, 6)
+    """The kernel-drift experiment of issue 15.  Kernel eligibility is derived from the table
+    (every instruction with a body, which rvm_exec runs), so it cannot drift; an op forced into
+    the kernels without a body (alloc: the machine's own case) traps with a named error,
+    nothing changed, instead of running as another op."""
+    assert _core.KERNEL_OPS == {op.name for op in OPS if has_body(op)}
+    scope = {OP_BY_NAME["alloc"].code, OP_BY_NAME["free"].code}
+    monkeypatch.setattr(_core, "_KERNEL_CODES", _core._KERNEL_CODES | scope)
+    prog = loop(_ops(("alloc", "t"), ("xorand.i", "acc", "xs[i]", "s")), INT_CELLS, 6)
     m = Machine(prog)
     assert len(m.core.kernels) == 2
     m.reset()
-    with pytest.raises(BytecodeTrap, match=r"xorand.i is a loop-kernel opcode \(KERNEL_OPS\) "
+    with pytest.raises(BytecodeTrap, match=r"alloc is a loop-kernel opcode \(KERNEL_OPS\) "
                                            r"but kernel_row has no case for it") as e:
         m.run()
-    assert e.value.instruction == "xorand.i acc, xs[i], s" and e.value.pc == 3
+    assert e.value.instruction == "alloc t" and e.value.pc == 3
     # the state is the dispatch loop's at the same step, and runs back to the start
     plain = Machine(prog)
     plain.core.set_kernels(False)

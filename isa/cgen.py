@@ -1,0 +1,229 @@
+"""C from the instruction table: rvm/_isa.h, one static inline function per data instruction.
+
+Every data instruction of isa/table.py carries its value semantics in C over named operands:
+an update `y OP= f(sources)` its law, sign and f (statements that may trap, then the
+expression), any other instruction a body that rewrites its targets.  generate_isa_header()
+writes from them
+
+  * the opcode and type enums (the same numbers as rvm/_opcodes.pxi, from the same table);
+  * rvm_op_<name>(targets, sources, extras, F, cs): the instruction on its operand words.  A
+    target is read into a local, the body runs, and the local is written back only when the
+    body did not trap, so a trap changes nothing;
+  * rvm_exec(op, p0, p1, p2, row, F, cs): every such instruction on its cells (in operand
+    order) and its row, and RVM_NO_CASE, a named refusal, for any other opcode.
+
+The dispatch loop, the loop kernels (rvm/_core.pyx) and the native code (rvm/native/codegen.py)
+run these functions, so what an instruction computes is written once, here in the table;
+isa/arith.py stays the independent oracle the tests compare them with.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from .table import (DATA, LAW_ADD, LAW_MUL, LAW_XOR, MACHINE_FAMILIES, OPS, TARGETS_MAY_COINCIDE,
+                    c_name)
+from .types import ALL_TYPES, FIXED, FLOAT, INT, LNS
+
+RVM_NO_CASE = 100          # rvm_exec's refusal (distinct from every AK_* code)
+_EXTRA = ("imm", "k", "fn", "cc")
+
+
+class MissingBody(Exception):
+    """A data instruction of the table has no C semantics (the build stops here)."""
+
+
+def func_name(op) -> str:
+    return "rvm_op_" + op.name.replace(".", "_")
+
+
+def operand_names(op) -> list[str]:
+    """The C name of each operand: targets y, y2; sources a, b; imm, k, fn, cc."""
+    names, ny, na = [], 0, 0
+    for kind in op.operands:
+        if kind == "y":
+            names.append("y" if ny == 0 else "y2")
+            ny += 1
+        elif kind == "a":
+            names.append("a" if na == 0 else "b")
+            na += 1
+        elif kind in _EXTRA:
+            names.append(kind)
+        else:
+            raise MissingBody(f"{op.name}: operand kind {kind!r} has no C name")
+    return names
+
+
+def has_body(op) -> bool:
+    return DATA in op.flags and op.family not in MACHINE_FAMILIES
+
+
+def _subst(text: str, op) -> str:
+    text = text.replace("$T", str(int(op.types[0])))
+    if len(op.types) > 1:
+        text = text.replace("$S", str(int(op.types[1])))
+    return text
+
+
+def statements(op) -> list[str]:
+    """The C statements of the instruction on locals y (y2) and its sources."""
+    if op.body:
+        return [_subst(op.body, op)]
+    if not (op.law and op.f):
+        raise MissingBody(f"{op.name} is a data instruction without C semantics: give its "
+                          f"family a law and f, or a body, in isa/table.py")
+    out = [_subst(op.pre, op)] if op.pre else []
+    f = _subst(op.f, op)
+    t = op.types[0]
+    s = op.sign
+    if op.law == LAW_ADD and t == FLOAT:
+        out.append(f"TRY(rvm_float_add(y, {f}, {s}, &y));")
+    elif op.law == LAW_ADD and t in (INT, FIXED):
+        out.append(f"y = (i64)((u64)y {'+' if s > 0 else '-'} (u64)({f}));")
+    elif op.law == LAW_XOR and t == INT:
+        out.append(f"y ^= (i64)({f});")
+    elif op.law == LAW_MUL and t == LNS:
+        out.append(f"TRY(rvm_lns_mul(y, {f}, {s}, &y));")
+    else:
+        raise MissingBody(f"{op.name}: law {op.law!r} has no C form on {t.name}")
+    return out
+
+
+def function(op) -> str:
+    names = operand_names(op)
+    params = [f"i64* {n}_" if n in ("y", "y2") else f"i64 {n}" for n in names]
+    params += ["int F", "double* cs"]
+    targets = [n for n in names if n in ("y", "y2")]
+    lines = [f"/* {op.name}: {op.syntax.format(*names, fn='fn', cond='cc', label='pc')} */",
+             f"RVM_OP int {func_name(op)}({', '.join(params)})", "{"]
+    lines.append("    " + " ".join(f"i64 {n} = *{n}_;" for n in targets) + " (void)F; (void)cs;")
+    lines += ["    " + s for s in statements(op)]
+    lines.append("    " + " ".join(f"*{n}_ = {n};" for n in targets))
+    lines += ["    return AK_OK;", "}"]
+    return "\n".join(lines)
+
+
+def exec_case(op) -> str:
+    args, cell = [], 0
+    for i, (kind, name) in enumerate(zip(op.operands, operand_names(op))):
+        if kind == "y":
+            args.append(f"p{cell}")
+            cell += 1
+        elif kind == "a":
+            args.append(f"*p{cell}")
+            cell += 1
+        else:
+            args.append(f"c[{i + 1}]")
+    return f"    case {c_name(op)}: return {func_name(op)}({', '.join(args + ['F', 'cs'])});"
+
+
+def generate_isa_header() -> str:
+    out = ["/* Generated from isa/table.py by setup.py (isa/cgen.py); do not edit. */",
+           "#ifndef RVM_ISA_H", "#define RVM_ISA_H", "#include <stdint.h>", "#include <math.h>",
+           '#include "_arith.h"', "typedef int64_t i64;", "typedef uint64_t u64;", "",
+           "enum {"]
+    out += [f"    {c_name(op)} = {op.code}," for op in OPS]
+    out += [f"    N_OPCODES = {len(OPS)}", "};",
+            "enum { " + ", ".join(f"TY_{t.name} = {int(t)}" for t in ALL_TYPES) + " };",
+            f"enum {{ RVM_NO_CASE = {RVM_NO_CASE} }};   /* rvm_exec: no case for the opcode */",
+            "/* a failed step returns its AK_* code: the target locals are not written back */",
+            "#define TRY(e) do { int rvm_e_ = (e); if (rvm_e_) return rvm_e_; } while (0)",
+            "/* inlined even into the large dispatch loop, where gcc's size limits would refuse */",
+            "#define RVM_OP static inline __attribute__((always_inline))", ""]
+    for op in OPS:
+        if has_body(op):
+            out += [function(op), ""]
+    out += ["/* Every data instruction on its cells p0.. (operand order) and its row c. */",
+            "RVM_OP int rvm_exec(int op, i64* p0, i64* p1, i64* p2, const i64* c, int F,",
+            "                           double* cs)",
+            "{", "    (void)p0; (void)p1; (void)p2; (void)c;", "    switch (op) {"]
+    out += [exec_case(op) for op in OPS if has_body(op)]
+    out += ["    default: return RVM_NO_CASE;   /* named by the caller: never a guess */",
+            "    }", "}", "", "#undef TRY", "#undef RVM_OP", "#endif", ""]
+    return "\n".join(out)
+
+
+# ---- the dispatch loop's data cases (rvm/_vm_run.pxi from rvm/_vm_run.pxi.in) -------------------
+
+VM_RUN_TEMPLATE = Path(__file__).resolve().parent.parent / "rvm" / "_vm_run.pxi.in"
+_MARKER = "        #@ data instructions"
+
+
+def distinct_pairs(op) -> list[tuple[str, str]]:
+    """Operand pairs that must be different cells (the alias trap): a target and a source, and
+    two targets unless the family allows them to coincide (swap of a cell with itself)."""
+    names = operand_names(op)
+    ys = [n for n, k in zip(names, op.operands) if k == "y"]
+    xs = [n for n, k in zip(names, op.operands) if k == "a"]
+    pairs = [(y, x) for y in ys for x in xs]
+    if len(ys) == 2 and op.family not in TARGETS_MAY_COINCIDE:
+        pairs.insert(0, (ys[0], ys[1]))
+    return pairs
+
+
+def _decode(op) -> tuple:
+    """What the dispatch loop's case does before the body: the cells (name, row slot), the
+    pairs that must differ, and whether it records a float rotation's angle."""
+    names = operand_names(op)
+    cells = tuple((n, i + 1) for i, (n, k) in enumerate(zip(names, op.operands))
+                  if k in ("y", "a"))
+    rotw = op.family in ("rot", "irot") and op.types[0] == FLOAT
+    return cells, tuple(distinct_pairs(op)), rotw
+
+
+def _call(op) -> str:
+    names = operand_names(op)
+    args = [n if k == "y" else f"{n}[0]" if k == "a" else f"c[{i + 1}]"
+            for i, (n, k) in enumerate(zip(names, op.operands))]
+    return f"tc = {func_name(op)}({', '.join(args + ['vm.F', 'vm.rot_cs'])})"
+
+
+def dispatch_case(ops, first: bool) -> list[str]:
+    """The dispatch loop's case of a family's data instructions that decode alike (Cython,
+    inside vm_run's if chain): the cells resolved once, then the instruction's body."""
+    cells, pairs, rotw = _decode(ops[0])
+    out = [f"{'if' if first else 'elif'} " + " or ".join(f"op == {c_name(op)}" for op in ops)
+           + ":"]
+    out += [f"    {n} = opnd(vm, c[{slot}], mem, fpm, pa)" for n, slot in cells]
+    out += ["    if " + " or ".join(f"{n} == NULL" for n, _ in cells) + ":",
+            "        tc = _T_BOUNDS", "        break"]
+    if pairs:
+        out += ["    if " + " or ".join(f"{p} == {q}" for p, q in pairs) + ":",
+                "        tc = _T_ALIAS", "        break"]
+    if len(ops) == 1:
+        out.append("    " + _call(ops[0]))
+    else:
+        for k, op in enumerate(ops):
+            out += [f"    {'if' if k == 0 else 'elif'} op == {c_name(op)}:", "        " + _call(op)]
+        out += ["    else:", "        tc = RVM_NO_CASE"]
+    out += ["    if tc:", "        tc = exec_trap(vm, op, tc, _NO_DISPATCH_CASE)", "        break"]
+    if rotw:
+        out.append(f"    vm.rot_w = {cells[2][0]}[0]        # the angle whose cos, sin are in rot_cs")
+    out += ["    pc += e", "    came = 0"]
+    return out
+
+
+def extern_decl(op) -> str:
+    names = operand_names(op)
+    params = [f"i64* {n}_" if n in ("y", "y2") else f"i64 {n}" for n in names]
+    return f"    int {func_name(op)}({', '.join(params + ['int F', 'double* cs'])})"
+
+
+def generate_vm_run() -> str:
+    """rvm/_vm_run.pxi: the template with the data cases, and the declarations they call."""
+    template = VM_RUN_TEMPLATE.read_text()
+    ops = [op for op in OPS if has_body(op)]
+    head = ["# Generated from rvm/_vm_run.pxi.in and isa/table.py by setup.py; do not edit.", "",
+            'cdef extern from "_isa.h" nogil:']
+    head += [extern_decl(op) for op in ops] + ["", ""]
+    groups: dict[tuple, list] = {}
+    for op in ops:
+        groups.setdefault((op.family, _decode(op)), []).append(op)
+    cases = []
+    for k, group in enumerate(groups.values()):
+        cases += ["        " + line for line in dispatch_case(group, k == 0)]
+    lines = template.splitlines()
+    at = [i for i, line in enumerate(lines) if line.startswith(_MARKER)]
+    if len(at) != 1:
+        raise MissingBody(f"{VM_RUN_TEMPLATE}: expected one line {_MARKER.strip()!r}")
+    lines[at[0]:at[0] + 1] = cases
+    return "\n".join(head + lines) + "\n"
