@@ -424,6 +424,8 @@ def make_machine(prog, a: argparse.Namespace):
                if getattr(a, k, None)}
     try:
         return rvm.Machine(prog, **options)
+    except rvm.RVMError as e:                   # MachineMemoryError: it names the sizes
+        raise UsageError(str(e)) from None
     except MemoryError:
         sizes = (f"{options.get('stack_cells', DEFAULT_STACK_CELLS)} stack cells, "
                  f"{options.get('frame_cells', DEFAULT_FRAME_CELLS)} frame cells, call depth "

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import linecache
 import operator
+import os
 import sys
 from bisect import bisect_right
 from dataclasses import dataclass
@@ -291,6 +292,37 @@ def format_instruction(program: Program, pc: int) -> str:
 
 # ---- the machine -------------------------------------------------------------------------------
 
+class MachineMemoryError(RVMError, MemoryError):
+    """The machine's memory (static cells, frames, stack) cannot be had: the message names
+    each size and the limit."""
+
+
+def _memory_text(program: Program, stack_cells: int, frame_cells: int) -> str:
+    n = program.n_static
+    total = 16 * n + 8 * (frame_cells + stack_cells)
+    return (f"the machine needs {total / 2**30:.1f} GiB: {n} static cells for the globals and "
+            f"constants (16 bytes each: the memory and its start image), {frame_cells} frame "
+            f"cells and {stack_cells} stack cells (8 bytes each)")
+
+
+def _physical_memory() -> int | None:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _check_memory(program: Program, stack_cells: int, frame_cells: int) -> None:
+    """Refuse at once a machine that cannot fit in this computer's memory (a numpy allocation
+    would succeed lazily and the process be killed when the pages are touched)."""
+    limit = _physical_memory()
+    need = 16 * program.n_static + 8 * (frame_cells + stack_cells)
+    if limit is not None and need > limit:
+        raise MachineMemoryError(f"{_memory_text(program, stack_cells, frame_cells)}, more than "
+                                 f"this computer's {limit / 2**30:.1f} GiB of memory; make the "
+                                 f"arrays smaller (or give smaller --stack-cells/--frame-cells)")
+
+
 class Machine:
     """A Program's machine state with the operations to run it in both directions.
 
@@ -306,7 +338,12 @@ class Machine:
         self.trace_handler: Callable[[TraceEvent], None] = trace or print_trace
         self._options = dict(stack_cells=stack_cells, frame_cells=frame_cells,
                              max_depth=max_depth)
-        self.core = _core.Core(program, **self._options)
+        _check_memory(program, stack_cells, frame_cells)
+        try:
+            self.core = _core.Core(program, **self._options)
+        except MemoryError:
+            raise MachineMemoryError(_memory_text(program, stack_cells, frame_cells) +
+                                     ": the system refused it") from None
         # where the last reset put the machine (+1 start, -1 end, 0 none yet) and the globals
         # then: a run that comes back there must retrace its way (see _check_return)
         self._origin = 0

@@ -40,3 +40,24 @@ def test_a_clean_run_passes_strict(capsys):
 def test_values_given_as_raw_words_are_part_of_the_state_a_roundtrip_restores(capsys):
     code, _, err = run(capsys, "run", "programs/rfib.rasm", "n=$0xa", "--roundtrip")
     assert code == 0 and "roundtrip: exact" in err
+
+
+def test_a_machine_larger_than_memory_is_refused_with_its_sizes(tmp_path, capsys, monkeypatch):
+    import rvm
+    import rvm.machine
+
+    src = tmp_path / "big.rasm"
+    src.write_text("inout a: int[4294967296]\nfunc main() {\n}\n")     # 64 GiB of cells
+    monkeypatch.setattr(rvm.machine, "_physical_memory", lambda: 8 << 30)
+    code, out, err = run(capsys, "run", str(src))
+    assert code == 2 and out == ""
+    assert err.startswith("rvm: error: the machine needs 64.0 GiB: 4294967296 static cells")
+    assert "more than this computer's 8.0 GiB of memory" in err
+    small = tmp_path / "small.rasm"
+    small.write_text("inout a: int[1048576]\nfunc main() {\n}\n")
+    try:
+        rvm.Machine(rvm.assemble(small), frame_cells=1 << 30)
+    except rvm.machine.MachineMemoryError as e:
+        assert "1073741824 frame cells" in str(e) and isinstance(e, rvm.RVMError)
+    else:
+        raise AssertionError("a 1 GiB-cell frame region fits in 8 GiB")
