@@ -6,6 +6,7 @@ import ctypes
 import hashlib
 import os
 import shutil
+import stat
 import subprocess
 import tempfile
 from pathlib import Path
@@ -18,6 +19,28 @@ FLAGS = CFLAGS + ["-shared", "-fPIC", "-Wno-unused-label", "-Wno-unused-variable
 
 class BuildError(Exception):
     """No C compiler, or it failed (the message has its output)."""
+
+
+class UnsafeCache(BuildError):
+    """The cache directory or a cached library could have been written by someone else: rvm
+    does not load it (loading a library runs its code)."""
+
+
+def _check_private(path: Path, what: str) -> None:
+    """The trust model: a library is loaded only from a directory and a file that belong to
+    this user and that no one else can write (not a symlink either), since whoever can write
+    there chooses the code rvm runs."""
+    st = os.lstat(path)
+    if stat.S_ISLNK(st.st_mode):
+        raise UnsafeCache(f"refusing the native {what} {path}: it is a symbolic link")
+    if hasattr(os, "getuid") and st.st_uid != os.getuid():
+        raise UnsafeCache(f"refusing the native {what} {path}: it belongs to user {st.st_uid}, "
+                          f"not to you ({os.getuid()})")
+    if st.st_mode & 0o022:
+        raise UnsafeCache(f"refusing the native {what} {path}: it is writable by "
+                          f"{'group and others' if st.st_mode & 0o022 == 0o022 else 'group' if st.st_mode & 0o020 else 'others'} "
+                          f"(mode {stat.S_IMODE(st.st_mode):o}); `chmod go-w` it, or set "
+                          f"RVM_CACHE_DIR to a private directory")
 
 
 def compiler() -> str | None:
@@ -54,17 +77,25 @@ def build(source: str) -> tuple[ctypes.CDLL, Path, bool]:
     if cc is None:
         raise BuildError("no C compiler found (set CC)")
     out_dir = cache_dir()
+    if not out_dir.exists():
+        out_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        os.chmod(out_dir, 0o700)             # whatever the umask
+    _check_private(out_dir, "cache directory")
     path = out_dir / f"rvm_{_key(source, cc)}.so"
-    fresh = not path.exists()
-    if fresh:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=out_dir) as tmp:
-            src = Path(tmp) / "prog.c"
-            src.write_text(source)
-            obj = Path(tmp) / "prog.so"
-            r = subprocess.run([cc, *FLAGS, f"-I{HEADERS}", str(src), "-o", str(obj), "-lm"],
-                               capture_output=True, text=True)
-            if r.returncode != 0:
-                raise BuildError(f"{cc} failed:\n{r.stderr[-4000:]}")
-            os.replace(obj, path)           # atomic: a concurrent build of the same key is fine
-    return ctypes.CDLL(str(path)), path, fresh
+    if os.path.lexists(path):
+        _check_private(path, "library")
+        try:
+            return ctypes.CDLL(str(path)), path, False
+        except OSError:                     # corrupt (a crash mid-write elsewhere): rebuild
+            path.unlink()
+    with tempfile.TemporaryDirectory(dir=out_dir) as tmp:
+        src = Path(tmp) / "prog.c"
+        src.write_text(source)
+        obj = Path(tmp) / "prog.so"
+        r = subprocess.run([cc, *FLAGS, f"-I{HEADERS}", str(src), "-o", str(obj), "-lm"],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            raise BuildError(f"{cc} failed:\n{r.stderr[-4000:]}")
+        os.chmod(obj, 0o700)
+        os.replace(obj, path)           # atomic: a concurrent build of the same key is fine
+    return ctypes.CDLL(str(path)), path, True

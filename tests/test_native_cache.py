@@ -1,0 +1,77 @@
+"""The native cache's trust model (issue 19): rvm loads a cached library only from a private
+directory and file of this user, rebuilds a corrupt one, and makes its directory owner-only."""
+from __future__ import annotations
+
+import importlib
+import os
+
+import pytest
+
+native_build = importlib.import_module("rvm.native.build")
+
+pytestmark = pytest.mark.skipif(native_build.compiler() is None, reason="no C compiler")
+
+SOURCE = "int rvm_test_answer(void) { return 42; }\n"
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    d = tmp_path / "cache"
+    monkeypatch.setenv("RVM_CACHE_DIR", str(d))
+    return d
+
+
+def test_the_cache_directory_is_made_owner_only_whatever_the_umask(cache):
+    old = os.umask(0)
+    try:
+        lib, path, fresh = native_build.build(SOURCE)
+    finally:
+        os.umask(old)
+    assert fresh and lib.rvm_test_answer() == 42
+    assert os.stat(cache).st_mode & 0o777 == 0o700
+    assert os.stat(path).st_mode & 0o077 == 0
+    assert native_build.build(SOURCE)[2] is False           # found in the cache
+
+
+def test_a_cache_others_can_write_is_refused_and_says_why(cache):
+    native_build.build(SOURCE)
+    os.chmod(cache, 0o777)
+    with pytest.raises(native_build.UnsafeCache, match=r"writable by group and others \(mode 777\)"):
+        native_build.build(SOURCE)
+    os.chmod(cache, 0o700)
+    path = native_build.build(SOURCE)[1]
+    os.chmod(path, 0o766)
+    with pytest.raises(native_build.UnsafeCache, match="library .* writable by"):
+        native_build.build(SOURCE)
+
+
+def test_a_planted_symlink_is_refused(cache, tmp_path):
+    path = native_build.build(SOURCE)[1]
+    elsewhere = tmp_path / "planted.so"
+    os.replace(path, elsewhere)
+    os.symlink(elsewhere, path)
+    with pytest.raises(native_build.UnsafeCache, match="symbolic link"):
+        native_build.build(SOURCE)
+
+
+def test_a_corrupt_cached_library_is_rebuilt(cache):
+    source = SOURCE + "int rvm_test_corrupt;\n"      # a library this process never loaded
+    cache.mkdir(mode=0o700)
+    path = cache / f"rvm_{native_build._key(source, native_build.compiler())}.so"
+    path.write_bytes(b"not an ELF file")
+    os.chmod(path, 0o600)
+    lib, again, fresh = native_build.build(source)
+    assert again == path and fresh and lib.rvm_test_answer() == 42
+
+
+def test_an_unsafe_cache_leaves_grad_fn_interpreted_and_says_why(cache):
+    import rvm
+
+    cache.mkdir(mode=0o700)
+    os.chmod(cache, 0o757)
+    prog = rvm.assemble("inout x: float = 2.0\noutput y: float\nfunc main() {\n"
+                        "    y += x * x\n}\n")
+    f = rvm.grad_fn(prog, of="y", wrt="x")
+    with pytest.raises(native_build.UnsafeCache):
+        f.compile()
+    assert f({"x": 3.0}) == {"x": 6.0}
