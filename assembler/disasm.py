@@ -3,12 +3,18 @@
 Everything is written explicitly so that reassembly needs no inference: `.fixed`, every global
 with its role and exact default, every constant (literal constants interned by the assembler
 included, with generated names) in address order, and every function with its parameters, a
-`var` declaration per frame cell and one statement per instruction, printed with the
-instruction table's `Op.syntax` (raw `alloc`/`free`, raw `jmp`/`join` with labels).
+`var` declaration per local (a run of frame cells no local covers is one `pad` array) and one
+statement per instruction, printed with the instruction table's `Op.syntax` (raw `alloc`/`free`,
+raw `jmp`/`join` with labels).
+
+Time and memory are proportional to the Program's tables, never to the sizes its arrays or frames
+declare: cells are found by address in sorted runs, not in a map of every cell.
+`rasm_problems` lists what the language cannot express (the .rbc loader refuses such files).
 """
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 
 from isa.functions import CMP_ALWAYS, CMP_SYMBOLS, cond_parts
 from isa.table import OPS
@@ -29,18 +35,49 @@ class _Names:
     def __init__(self, taken: set[str] | None = None, keywords_ok: bool = False):
         self.used = set(taken or ())
         self.keywords_ok = keywords_ok
+        self.next: dict[str, int] = {}      # base -> first suffix not yet tried
 
     def take(self, wanted: str, fallback: str) -> str:
         name = wanted if isinstance(wanted, str) else ""
         name = re.sub(r"\W", "_", name)
         if not _IDENT.match(name) or (name in KEYWORDS and not self.keywords_ok):
             name = fallback
-        base, k = name, 1
+        base, k = name, self.next.get(name, 1)
         while name in self.used or (name in KEYWORDS and not self.keywords_ok):
             name = f"{base}_{k}"
             k += 1
+        self.next[base] = k
         self.used.add(name)
         return name
+
+
+class _Runs:
+    """Named runs of cells, found by address: memory and time per lookup do not depend on how
+    many cells a run has (a frame of 2**32 cells is one entry)."""
+
+    def __init__(self):
+        self.items: list[tuple[int, int, str, int | None]] = []    # (start, end, name, length)
+        self.starts: list[int] = []
+
+    def add(self, name: str, start: int, length: int | None) -> None:
+        size = 1 if length is None else length
+        if size > 0:
+            self.items.append((start, start + size, name, length))
+
+    def seal(self) -> None:
+        self.items.sort(key=lambda r: r[0])
+        self.starts = [r[0] for r in self.items]
+
+    def get(self, addr: int):
+        """(name, start, length) of the run holding cell `addr`, or None."""
+        i = bisect_right(self.starts, addr) - 1
+        if i < 0:
+            return None
+        start, end, name, length = self.items[i]
+        return (name, start, length) if addr < end else None
+
+    def __contains__(self, addr: int) -> bool:
+        return self.get(addr) is not None
 
 
 def _type(t, length, stack: bool = False) -> str:
@@ -50,14 +87,19 @@ def _type(t, length, stack: bool = False) -> str:
     return name if length is None else f"{name}[{length}]" if length >= 0 else f"{name}[]"
 
 
+def _whole(entry, start: int, length: int) -> bool:
+    """Whether a run found at `start` is exactly an array of `length` cells from there."""
+    return entry is not None and entry[1] == start and entry[2] is not None \
+        and entry[2] == length
+
+
 class Disassembler:
     def __init__(self, prog: Program):
         self.p = prog
         self.F = prog.fraction_bits
         self.out: list[str] = []
         self.cells = _Names()
-        self.static: dict[int, tuple[str, int, int | None]] = {}   # addr -> (name, start, length)
-        self.gname: dict[int, str] = {}                            # start addr -> name
+        self.static = _Runs()                                      # globals and constants
         self.fnames: list[str] = []
         self.labels: dict[int, str] = {}
 
@@ -66,6 +108,7 @@ class Disassembler:
         p = self.p
         self.out.append(f".fixed {self.F}")
         self.declare_static()
+        self.static.seal()
         self.name_functions()
         self.name_labels()
         for i, f in enumerate(p.functions):
@@ -93,9 +136,7 @@ class Disassembler:
     def place(self, name: str, addr: int, length: int | None) -> None:
         if length is not None and length < 1:
             raise ValueError(f"`{name}`: an array of length {length} has no .rasm form")
-        self.gname[addr] = name
-        for k in range(1 if length is None else length):
-            self.static[addr + k] = (name, addr, length)
+        self.static.add(name, addr, length)
 
     def values(self, words, t, length) -> str:
         texts = [word_text(int(w), t, self.F) for w in words]
@@ -123,14 +164,16 @@ class Disassembler:
     def function(self, i: int, f: Function) -> None:
         p = self.p
         body = range(f.begin + 1, f.end)
-        used_globals = {self.static[a][0] for a in self.global_refs(f) if a in self.static}
+        used_globals = {e[0] for e in map(self.static.get, self.global_refs(f)) if e}
         names = _Names(used_globals)
         self.pnames = [names.take(q.name, f"p{j}") for j, q in enumerate(f.params)]
         self.params = f.params
-        self.local_at: dict[int, tuple[str, int, int | None]] = {}
+        self.local_at = _Runs()
         decls = []
         offset = 0
         for loc in sorted(f.locals, key=lambda l: l.offset):
+            if loc.length == 0:
+                continue        # no cells: nothing refers to it, and `T[0]` is not .rasm
             if loc.offset < offset:
                 raise ValueError(f"function {f.name!r}: local {loc.name!r} overlaps another")
             if loc.offset > offset:
@@ -140,6 +183,7 @@ class Disassembler:
             offset = loc.offset + (1 if loc.length is None else loc.length)
         if f.frame_size > offset:
             decls.append(self.var(names.take("pad", "pad"), 0, offset, f.frame_size - offset))
+        self.local_at.seal()
         params = ", ".join(f"{n}: {_type(q.type, (-1 if q.length is None else q.length) if q.is_array else None, q.stack)}"
                            for n, q in zip(self.pnames, f.params))
         self.out.append("")
@@ -153,8 +197,7 @@ class Disassembler:
         self.out.append("}")
 
     def var(self, name: str, t, offset: int, length: int | None, stack: bool = False) -> str:
-        for k in range(1 if length is None else length):
-            self.local_at[offset + k] = (name, offset, length)
+        self.local_at.add(name, offset, length)
         return f"var {name}: {_type(t, length, stack)}"
 
     def global_refs(self, f: Function) -> set[int]:
@@ -198,7 +241,7 @@ class Disassembler:
             return f"len({self.pnames[payload]})"
         if mode == MODE_X:
             x = self.p.xtab[payload]
-            return f"{self.array(x.base)}[{self.cell(x.index)}]"
+            return f"{self.array(x.base, x.length)}[{self.cell(x.index)}]"
         raise ValueError(f"operand word {w} has no .rasm form")
 
     @staticmethod
@@ -208,14 +251,15 @@ class Disassembler:
         name, start, length = entry
         return name if length is None else f"{name}[{addr - start}]"
 
-    def array(self, w: int) -> str:
+    def array(self, w: int, length: int) -> str:
+        """The name of the array that array word `w` of static `length` names."""
         mode, payload = operand_parts(int(w))
-        table = self.static if mode == MODE_G else self.local_at if mode == MODE_L else None
         if mode == MODE_P:
             return self.pnames[payload]
+        table = self.static if mode == MODE_G else self.local_at if mode == MODE_L else None
         entry = table.get(payload) if table is not None else None
-        if entry is None or entry[1] != payload or entry[2] is None:
-            raise ValueError(f"array word {w} does not name a whole array")
+        if not _whole(entry, payload, length):
+            raise ValueError(f"array word {w} (length {length}) does not name a whole array")
         return entry[0]
 
     def cond(self, cc: int, a: int, b: int) -> str:
@@ -225,7 +269,7 @@ class Disassembler:
     def output(self, t) -> str:
         """A trace of program output (show/print/printf) as its statement."""
         lengths = t.lengths or [None] * len(t.operands)
-        ops = [self.cell(w) if n is None else self.array(w) for w, n in zip(t.operands, lengths)]
+        ops = [self.cell(w) if n is None else self.array(w, n) for w, n in zip(t.operands, lengths)]
         if t.style == "show":
             return "show " + ", ".join(ops)
         return f"{t.style} {escape(t.message)}" + "".join(", " + o for o in ops)
@@ -238,8 +282,11 @@ class Disassembler:
         texts: list[str] = []
         kw: dict[str, str] = {}
         ops = dict(zip(op.operands, vals))
+        always = "cc" in ops and cond_parts(int(ops["cc"]))[0] == CMP_ALWAYS
         for kind, v in zip(op.operands, vals):
-            if kind in ("y", "a"):
+            if kind == "a" and always:
+                texts.append("")        # a condition's operands: there is no condition
+            elif kind in ("y", "a"):
                 texts.append(self.cell(v))
             elif kind == "imm":
                 texts.append(word_text(v, op.type, self.F))
@@ -251,14 +298,15 @@ class Disassembler:
                     kw["fn"] = fn_table(op)[v].name
                 elif kind == "callsite":
                     cs = self.p.callsites[v]
-                    args = ", ".join(self.cell(a.word) if a.length is None else self.array(a.word)
+                    args = ", ".join(self.cell(a.word) if a.length is None
+                                     else self.array(a.word, a.length)
                                      for a in cs.args)
                     kw["call"] = f"{self.fnames[cs.func]}({args})"
                 elif kind == "trace":
                     t = self.p.traces[v]
                     lengths = t.lengths or [None] * len(t.operands)
                     kw["trace"] = escape(t.message) + "".join(
-                        ", " + (self.cell(w) if n is None else self.array(w))
+                        ", " + (self.cell(w) if n is None else self.array(w, n))
                         for w, n in zip(t.operands, lengths))
                 elif kind == "pc":
                     kw["label"] = self.labels[v]
@@ -271,13 +319,102 @@ class Disassembler:
             k = op.operands.index("cc")
             cc = ops["cc"]
             a, b = vals[k + 1], vals[k + 2]
-            always = cond_parts(int(cc))[0] == CMP_ALWAYS
             kw["if"] = "" if always else " if " + self.cond(cc, a, b)
             if not always:
                 kw["cond"] = self.cond(cc, a, b)
             elif op.family == "assert":
                 raise ValueError("an `assert` without a condition has no .rasm form")
         return op.syntax.format(*texts, **kw)
+
+
+def _aliased(prog: Program, targets: list[int], sources: list[int]) -> bool:
+    """Whether an instruction's operands certainly share a cell the way the assembler refuses
+    (E005): a target that is a source, another target, or an index the instruction reads."""
+    def key(w: int):
+        mode, payload = operand_parts(int(w))
+        if mode == MODE_X:
+            x = prog.xtab[payload]
+            return ("x", int(x.base), int(x.index))
+        return ("c", int(w)) if mode != MODE_N else None
+
+    indexes = {("c", int(prog.xtab[operand_parts(int(w))[1]].index))
+               for w in targets + sources if operand_parts(int(w))[0] == MODE_X}
+    seen = set()
+    for t in targets:
+        k = key(t)
+        if k in seen or k in indexes:
+            return True
+        seen.add(k)
+    return any(key(s) in seen for s in sources)
+
+
+def rasm_problems(prog: Program) -> list[str]:
+    """What in a verified Program the .rasm language cannot express, so that `disassemble`
+    would refuse it: a global or constant array of no cells, an `assert` without a condition,
+    an array operand (call argument, indexed or traced array) that is not a whole declared array
+    of its length.  Empty when the program has a .rasm form.  Time proportional to the
+    Program's tables."""
+    problems: list[str] = []
+    static = _Runs()
+    for what, items in (("global", prog.globals), ("constant", prog.consts)):
+        for g in items:
+            if g.length is not None and g.length < 1:
+                problems.append(f"{what} {g.name!r}: an array of {g.length} cells")
+            static.add(g.name, int(g.addr), g.length)
+    static.seal()
+    code = prog.code.tolist()
+    for f in prog.functions:
+        frame = _Runs()
+        for loc in f.locals:
+            frame.add(loc.name, int(loc.offset), loc.length)
+        frame.seal()
+
+        def whole(pc: int, what: str, w: int, length: int) -> None:
+            mode, start = operand_parts(int(w))
+            if mode == MODE_P:
+                return
+            table, where = (static, "static memory") if mode == MODE_G else \
+                (frame, f"the frame of {f.name!r}")
+            if not _whole(table.get(start), start, length):
+                problems.append(f"pc {pc}: {what} is cells [{start}, {start + length}) of "
+                                f"{where}, not a whole declared array")
+
+        def scalar(pc: int, w: int) -> None:
+            mode, payload = operand_parts(int(w))
+            if mode == MODE_X:
+                x = prog.xtab[payload]
+                whole(pc, f"the array of indexed operand xtab[{payload}]", x.base, x.length)
+
+        for pc in range(f.begin + 1, f.end):
+            row = code[pc]
+            op = OPS[row[0]]
+            always = "cc" in op.operands and \
+                cond_parts(int(row[1 + op.operands.index("cc")]))[0] == CMP_ALWAYS
+            targets = [v for kind, v in zip(op.operands, row[1:]) if kind == "y"]
+            sources = [v for kind, v in zip(op.operands, row[1:]) if kind == "a" and not always]
+            if targets and _aliased(prog, targets, sources):
+                problems.append(f"pc {pc}: a source or index of `{op.name}` is its target")
+            for kind, v in zip(op.operands, row[1:]):
+                if kind == "y" or (kind == "a" and not always):
+                    scalar(pc, v)
+                elif kind == "callsite":
+                    for j, a in enumerate(prog.callsites[v].args):
+                        if a.length is None:
+                            scalar(pc, a.word)
+                        else:
+                            whole(pc, f"call argument {j}", a.word, a.length)
+                elif kind == "trace":
+                    t = prog.traces[v]
+                    for j, (w, n) in enumerate(zip(t.operands, t.lengths or
+                                                   [None] * len(t.operands))):
+                        if n is None:
+                            scalar(pc, w)
+                        else:
+                            whole(pc, f"traced array {j}", w, n)
+                elif kind == "cc" and op.family == "assert" and \
+                        cond_parts(int(v))[0] == CMP_ALWAYS:
+                    problems.append(f"pc {pc}: an `assert` without a condition")
+    return problems
 
 
 def disassemble(prog: Program) -> str:

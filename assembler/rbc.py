@@ -9,7 +9,9 @@
 is read, the checksum before the metadata is parsed, every metadata value by type before a
 Program is built, and the Program is verified (rvm.verify) before it is returned.  Every problem
 with the file raises `FormatError` (a subclass of `InvalidBytecode`); a well-formed file whose
-program fails verification raises `InvalidBytecode` with the verifier's problems.
+program fails verification raises `InvalidBytecode` with the verifier's problems, and so does a
+program the .rasm language cannot express (`disasm.rasm_problems`), so that every file this
+loader accepts disassembles, in time and memory proportional to the file.
 """
 from __future__ import annotations
 
@@ -26,6 +28,8 @@ from rvm.errors import FormatError, InvalidBytecode
 from isa.program import (Arg, CallSite, Const, Function, Global, Local, Param, Program, Trace,
                          XEntry)
 from rvm.verify import verify
+
+from .disasm import rasm_problems
 
 __all__ = ["dump", "load_bytes", "write", "read", "MAGIC", "FORMAT_VERSION",
            "SUPPORTED_VERSIONS"]
@@ -422,6 +426,10 @@ def load_bytes(data: bytes, name: str = "<bytes>") -> Program:
     except InvalidBytecode as e:
         raise InvalidBytecode(f"{name}: program failed verification",
                               problems=e.problems) from None
+    problems = rasm_problems(program)
+    if problems:
+        raise InvalidBytecode(f"{name}: the program has no .rasm form (an rvm assembler never "
+                              f"writes it)", problems=problems)
     return program
 
 

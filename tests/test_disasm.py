@@ -282,6 +282,28 @@ def test_unrepresentable_program_is_a_value_error():
         disassemble(p)
 
 
+def test_jumps_without_condition_in_a_program_without_static_memory():
+    """An unconditional jmp/join's unused operand words (0) are not read as cell G 0: a program
+    with no globals or constants disassembles (it raised `no cell at G 0`)."""
+    p = assemble("func main() {\n    var i: int\n    var k: int\n"
+                 "    if i == k { inc k } else { dec k } fi k == i\n}\n")
+    assert not p.globals and not p.consts
+    roundtrip(p)
+
+
+def test_huge_frame_is_one_var_line():
+    """Frame cells no local covers are one `pad` array, found by address without a map of every
+    cell: a 2**32-cell frame costs what a 2-cell frame does."""
+    import dataclasses
+    import time
+    p = assemble("inout x: int\nfunc main() {\n    var t: int\n    inc x\n}\n")
+    p.functions[0] = dataclasses.replace(p.functions[0], frame_size=1 << 32)
+    t0 = time.perf_counter()
+    text = roundtrip(p)
+    assert time.perf_counter() - t0 < 1.0
+    assert "var pad: int[4294967295]" in text and text.count("\n") < 12
+
+
 # ---- random straight-line programs ------------------------------------------------------------
 
 CELLS = {"int": ["i0", "i1", "i2"], "fixed": ["x0", "x1", "x2"], "float": ["f0", "f1"],

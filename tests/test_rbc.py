@@ -487,3 +487,125 @@ func main() {
     assert {t.style for t in q.traces} >= {"show", "printf"}
     assert any(t.lengths for t in q.traces) and any(t.names for t in q.traces)
     assert np.array_equal(q.code, p.code)
+
+
+# ---- every file the loader accepts disassembles (issue 19) ------------------------------------
+def _with(p: Program, **changes) -> Program:
+    return Program(**{**{k: getattr(p, k) for k in ("fraction_bits", "code", "globals", "consts",
+                                                    "functions", "main", "xtab", "callsites",
+                                                    "traces", "lines", "files", "labels")},
+                      **changes})
+
+
+def _main_only(*rows, globals_=(), frame_size=0, locals_=(), **more) -> Program:
+    code = np.array([ins("begin", 0), *rows, ins("end", 0)], dtype=np.int64)
+    return Program(0, code, list(globals_), [],
+                   [Function("main", 0, len(code) - 1, [], list(locals_), frame_size)], 0, **more)
+
+
+def _no_rasm_form(p: Program, *fragments) -> str:
+    """A file of `p` is refused at load, naming what has no .rasm form."""
+    with pytest.raises(InvalidBytecode) as ei:
+        rbc.load_bytes(rbc.dump(p), name="t.rbc")
+    assert not isinstance(ei.value, FormatError)
+    msg = str(ei.value)
+    assert msg.startswith("t.rbc: the program has no .rasm form"), msg
+    for f in fragments:
+        assert f in msg, msg
+    return msg
+
+
+def test_huge_frame_disassembles_in_time_and_memory_of_the_file():
+    """A 2**32-cell frame (the verifier's limit) in a file of a few hundred bytes: one `var`
+    line, at once (it used to take 18 s and 5.5 GB per 2**28 cells, then a MemoryError)."""
+    import time
+    from assembler import assemble, disassemble
+    from rvm.verify import MAX_CELLS
+    p = _main_only(ins("inc.i", L(5)), ins("dec.i", L(MAX_CELLS - 1)), frame_size=MAX_CELLS,
+                   locals_=[Local("t", INT, 5, 3)])
+    data = rbc.dump(p)
+    assert len(data) < 1000
+    t0 = time.perf_counter()
+    text = disassemble(rbc.load_bytes(data))
+    assert time.perf_counter() - t0 < 1.0
+    assert len(text) < 500 and text.count("var ") == 3, text
+    q = assemble(text)
+    assert np.array_equal(q.code, p.code) and q.functions[0].frame_size == MAX_CELLS
+
+
+def test_huge_global_array_disassembles_in_time_and_memory_of_the_file():
+    import time
+    from assembler import disassemble
+    p = _main_only(ins("inc.i", G((1 << 31) + 1)), globals_=[Global("a", INT, 0, 1 << 32, INOUT)])
+    t0 = time.perf_counter()
+    text = disassemble(rbc.load_bytes(rbc.dump(p)))
+    assert time.perf_counter() - t0 < 1.0
+    assert "inout  a: int[4294967296]" in text and "inc a[2147483649]" in text
+
+
+def test_many_labels_of_one_name_disassemble_in_linear_time():
+    """Names are made unique without retrying every suffix taken before (that was quadratic)."""
+    import time
+    from assembler import assemble, disassemble
+    n = 4000
+    p = _main_only(*[ins("nop")] * n, labels={pc: "x" for pc in range(1, n + 1)})
+    t0 = time.perf_counter()
+    text = disassemble(rbc.load_bytes(rbc.dump(p)))
+    assert time.perf_counter() - t0 < 2.0
+    assert f"x_{n - 1}: nop" in text
+    assert np.array_equal(assemble(text).code, p.code)
+
+
+def test_assert_without_a_condition_is_refused_at_load():
+    _no_rasm_form(_main_only(ins("assert", ALWAYS, 0, 0, 0)),
+                  "pc 1: an `assert` without a condition")
+
+
+@pytest.mark.parametrize("word, length", [(G(1), 2), (G(0), 2), (G(4), 1)])
+def test_array_argument_that_is_not_a_whole_array_is_refused_at_load(word, length):
+    """Part of an array, an array of another length, a scalar as an array: .rasm has no form."""
+    code = np.array([ins("begin", 0), ins("nop"), ins("end", 0),
+                     ins("begin", 1), ins("call", 0), ins("end", 1)], dtype=np.int64)
+    p = Program(0, code, [Global("w", INT, 0, 4, INOUT), Global("s", INT, 4, None, INOUT)], [],
+                [Function("h", 0, 2, [Param("v", INT, True, False)], [], 0),
+                 Function("main", 3, 5, [], [], 0)], 1,
+                callsites=[CallSite(0, [Arg(word, length)])])
+    _no_rasm_form(p, "pc 4: call argument 0", f"[{word >> 3}, {(word >> 3) + length})",
+                  "not a whole declared array")
+
+
+def test_traced_part_of_an_array_is_refused_at_load():
+    p = _main_only(ins("trace", 0), globals_=[Global("w", INT, 0, 4, INOUT)],
+                   traces=[Trace("", [G(1)], None, [3], "show")])
+    _no_rasm_form(p, "pc 1: traced array 0 is cells [1, 4) of static memory")
+
+
+def test_indexed_part_of_a_local_array_is_refused_at_load():
+    p = _main_only(ins("inc.i", X(0)), frame_size=5,
+                   locals_=[Local("t", INT, 0, 4), Local("i", INT, 4, None)],
+                   xtab=[XEntry(L(1), 3, L(4))])
+    _no_rasm_form(p, "indexed operand xtab[0]", "the frame of 'main'")
+
+
+@pytest.mark.parametrize("row", [ins("add.i", G(0), G(0)), ins("swap.i", G(1), G(1)),
+                                 ins("add.i", G(2), X(0))])
+def test_source_that_is_the_target_is_refused_at_load(row):
+    p = _main_only(row, globals_=[Global("a", INT, 0, None, INOUT), Global("b", INT, 1, None, INOUT),
+                                  Global("i", INT, 2, None, INOUT), Global("w", INT, 3, 2, INOUT)],
+                   xtab=[XEntry(G(3), 2, G(2))])
+    p.code[1] = row
+    _no_rasm_form(p, "is its target")
+
+
+def test_global_array_of_no_cells_is_refused_at_load():
+    _no_rasm_form(_main_only(ins("nop"), globals_=[Global("e", INT, 0, 0, INOUT)]),
+                  "global 'e': an array of 0 cells")
+
+
+def test_local_array_of_no_cells_disassembles_without_it():
+    from assembler import assemble, disassemble
+    p = _main_only(ins("inc.i", L(0)), frame_size=1,
+                   locals_=[Local("e", INT, 0, 0), Local("t", INT, 0, None)])
+    text = disassemble(rbc.load_bytes(rbc.dump(p)))
+    assert "var e" not in text
+    assert np.array_equal(assemble(text).code, p.code)
