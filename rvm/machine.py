@@ -292,6 +292,13 @@ def format_instruction(program: Program, pc: int) -> str:
 
 # ---- the machine -------------------------------------------------------------------------------
 
+# why a float ancilla is not zero, nearly always (docs/rasm.md, "Float ancillas")
+_FLOAT_RESIDUE = ("; a float ancilla comes back as a rounding residue (such as 1e-17) instead "
+                  "of +0.0 when the operations that undo it are not the ones that computed it: "
+                  "compute it once from zero and uncompute it with the same instruction (what "
+                  "expressions do), or keep the value in a global scratch cell")
+
+
 class MachineMemoryError(RVMError, MemoryError):
     """The machine's memory (static cells, frames, stack) cannot be had: the message names
     each size and the limit."""
@@ -831,8 +838,9 @@ class Machine:
                 return self._ancilla_at_return(pc, e, tv)
             val = self._values([(row[1], None)], func)
             name = next(iter(val))
+            hint = _FLOAT_RESIDUE if operand_type(program, func, row[1]) == FLOAT else ""
             return self._make(AncillaError, f"{ran_as.name} of {name}: the ancilla is not zero "
-                              f"(it is {val[name]}){way}", pc, D, val)
+                              f"(it is {val[name]}){way}{hint}", pc, D, val)
         if code == _core.T_POP:
             val = self._values([(row[1], None)], func)
             name = next(iter(val))
@@ -983,7 +991,8 @@ class Machine:
         value = decode(t, word, self.program.fraction_bits) if t is not None else word
         how = "returns" if e > 0 else "returns (running backward, at its begin)"
         return self._make(AncillaError, f"{f.name} {how} with local {name} = {value}; every "
-                          f"local must be zero when its frame ends", pc, self.core.direction,
+                          f"local must be zero when its frame ends"
+                          f"{_FLOAT_RESIDUE if t == FLOAT else ''}", pc, self.core.direction,
                           {name: value})
 
     def _overflow(self, pc: int, D: int, tv: tuple, row: list[int]) -> Trap:

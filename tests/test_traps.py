@@ -501,3 +501,24 @@ def test_come_from_after_a_taken_jump(how):
 def test_every_trap_class_is_tested():
     """Runs last in this file: each class of rvm.errors.TRAPS was raised above."""
     assert set(TRAPS) <= tested, f"untested traps: {set(TRAPS) - tested}"
+
+
+def test_a_float_ancilla_residue_says_why_and_what_to_do():
+    import rvm
+
+    prog = rvm.assemble("inout x: float = 0.1\ninout y: float = 0.2\noutput z: float\n"
+                        "func main() {\n    local t: float\n    t += x\n    t += y\n"
+                        "    t -= x\n    t -= y\n    z += x\n}\n")
+    m = rvm.Machine(prog)
+    m.reset()
+    with pytest.raises(AncillaError) as e:
+        m.run()
+    assert e.value.values == {"t": 2.7755575615628914e-17}
+    assert "rounding residue" in e.value.detail and "same instruction" in e.value.detail
+    int_prog = rvm.assemble("inout x: int = 1\nfunc main() {\n    local t: int\n"
+                            "    t += x\n}\n")
+    m = rvm.Machine(int_prog)
+    m.reset()
+    with pytest.raises(AncillaError) as e:
+        m.run()
+    assert "rounding" not in e.value.detail
