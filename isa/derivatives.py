@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 from .expr import to_c_dual
 from .functions import FN1, FN2
-from .table import OPS, Op
+from .table import OPS, Op, positive_family
 from .types import FIXED, FLOAT
 
 DIFFERENTIABLE = (FIXED, FLOAT)
@@ -63,12 +63,6 @@ _UPDATE_PARTIALS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "addsum": (("a", "b"), ("1", "1")),
     "adddif": (("a", "b"), ("1", "-1")),
 }
-_POSITIVE = {"add": "add", "sub": "add", "addmul": "addmul", "submul": "addmul",
-             "adddiv": "adddiv", "subdiv": "adddiv", "cvt": "cvt", "uncvt": "cvt",
-             "addi": "addi", "subi": "addi", "addfn": "addfn", "subfn": "addfn",
-             "addfn2": "addfn2", "subfn2": "addfn2", "addsum": "addsum", "subsum": "addsum",
-             "adddif": "adddif", "subdif": "adddif"}
-_NEGATIVE = {"sub", "submul", "subdiv", "uncvt", "subi", "subfn", "subfn2", "subsum", "subdif"}
 
 # partial-function ids: 0 none, then the update sets, then one per function
 PF_NONE = 0
@@ -93,14 +87,14 @@ def rule_for(op: Op) -> Rule | None:
         return Rule("scope")
     if not op.types or op.types[0] not in DIFFERENTIABLE or "data" not in op.flags:
         return None
-    sign = -1 if fam in _NEGATIVE or fam == "irot" else 1
+    sign = op.sign                                   # isa/table.py: the law's direction
     if fam == "neg":
         return Rule("neg")
     if fam == "swap":
         return Rule("swap")
     if fam in ("rot", "irot"):
         return Rule("rot", sign)
-    base = _POSITIVE[fam]
+    base = positive_family(op)
     if base == "addi":
         return Rule("update", sign)                   # y += immediate: nothing flows
     if base == "addfn":
@@ -124,7 +118,7 @@ def pf_id(op: Op) -> int:
         return PF_FN2
     if not rule.partials:
         return PF_NONE
-    return _PF_OF[_POSITIVE[op.family]]
+    return _PF_OF[positive_family(op)]
 
 
 def partials(op: Op, fn: int | None = None) -> tuple[tuple[str, ...], tuple[str, ...]]:

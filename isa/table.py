@@ -54,7 +54,8 @@ class Op:
     # value semantics, in C over the named operands (isa/cgen.py; docs/internals.md): an
     # update `y OP= f(sources)` has its group law OP (LAW_ADD, LAW_XOR, LAW_MUL), its sign
     # (-1: the inverse OP) and f (statements `pre` that may trap, then the expression f);
-    # any other data instruction has a `body` that rewrites its targets
+    # any other data instruction has a `body` that rewrites its targets (a rotation's sign
+    # is its angle's: irot is rot by -theta)
     law: str = ""
     sign: int = 1
     pre: str = ""
@@ -130,7 +131,7 @@ def _family(family: str, inverse: str, types, operands, syntax: str, doc: str, f
         lw = law(tt) if callable(law) else law
         _ops.append(Op(len(_ops), _name(family, tt), family, tt, tuple(operands),
                        _name(inverse, tt), frozenset(fl), syntax, doc, law=lw,
-                       sign=sign if lw else 1, pre=_per_type(pre, tt), f=_per_type(f, tt),
+                       sign=sign, pre=_per_type(pre, tt), f=_per_type(f, tt),
                        body=_per_type(body, tt)))
 
 
@@ -197,7 +198,7 @@ _family("rot", "irot", (FIXED, FLOAT), ("y", "y", "a"), "rot {0}, {1}, {2}",
         body={FIXED: "TRY(rvm_rot_fixed(&y, &y2, a, F, 0));",
               FLOAT: "TRY(rvm_rot_float(&y, &y2, a, 0, cs));"})
 _family("irot", "rot", (FIXED, FLOAT), ("y", "y", "a"), "irot {0}, {1}, {2}",
-        "inverse of rot (fixed: the shears undone in reverse order)",
+        "inverse of rot (fixed: the shears undone in reverse order)", sign=-1,
         body={FIXED: "TRY(rvm_rot_fixed(&y, &y2, a, F, 1));",
               FLOAT: "TRY(rvm_rot_float(&y, &y2, a, 1, cs));"})
 # --- functions --------------------------------------------------------------------------
@@ -305,6 +306,12 @@ for _op in OPS:
     FAMILIES[_op.family] += (_op,)
 
 ROW_WIDTH = 6   # words per instruction
+
+
+def positive_family(op: Op) -> str:
+    """The family of the update with the + law of op's pair (sub -> add, uncvt -> cvt, irot ->
+    rot): where the pair's shared f and derivative are declared."""
+    return op.family if op.sign > 0 else OP_BY_NAME[op.inverse].family
 
 
 def op_for(family: str, *types: NumType) -> Op | None:

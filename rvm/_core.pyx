@@ -23,7 +23,7 @@ cimport numpy as cnp
 from isa.derivatives import KINDS, RULES, pf_id
 from isa.functions import FN1, FN2
 from isa.cgen import distinct_pairs, has_body, operand_names
-from isa.table import INVERSE, OPS, ROW_WIDTH
+from isa.table import INVERSE, LAW_ADD, OPS, ROW_WIDTH, positive_family
 from isa.types import FLOAT
 from isa.types import MAX_FRACTION_BITS
 
@@ -761,12 +761,14 @@ cdef enum:
     RD_SRC = 1
     RD_IMM = 2
     RD_MUL = 3
-_REDUCE_FORMS = {"add": (RD_SRC, 1), "sub": (RD_SRC, -1), "addi": (RD_IMM, 1),
-                 "subi": (RD_IMM, -1), "addmul": (RD_MUL, 1), "submul": (RD_MUL, -1)}
+# (by the family of the pair's + law; the sign is the table's)
+_REDUCE_FORMS = {"add": RD_SRC, "addi": RD_IMM, "addmul": RD_MUL}
 cdef int REDUCE_FORM[N_OPCODES]
 cdef int REDUCE_SIGN[N_OPCODES]
 for _op in OPS:
-    REDUCE_FORM[_op.code], REDUCE_SIGN[_op.code] = _REDUCE_FORMS.get(_op.family, (RD_NONE, 1))
+    REDUCE_FORM[_op.code] = _REDUCE_FORMS.get(positive_family(_op), RD_NONE) \
+        if _op.law == LAW_ADD else RD_NONE
+    REDUCE_SIGN[_op.code] = _op.sign
     if REDUCE_FORM[_op.code] != RD_NONE:
         assert len(_op.types) == 1 and int(_op.types[0]) in (TY_INT, TY_FIXED, TY_FLOAT), _op
 _REDUCE_UPDATES = frozenset(_op.code for _op in OPS if REDUCE_FORM[_op.code] != RD_NONE)

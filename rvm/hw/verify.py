@@ -31,17 +31,15 @@ import numpy as np
 
 from isa.arith import ArithTrap, compare, execute
 from isa.gates import CONDITIONS, register_roles
-from isa.table import OP_BY_NAME, OPS, Op
+from isa.table import LAW_ADD, LAW_XOR, OP_BY_NAME, OPS, Op
 
 from .build import circuit, default_fn
 from .sim import CircuitError, check_clean, load, read
 from .sim import run as sim_run
 
 # y OP= f(sources): the law that combines y with f (the sign of sub-families is in f)
-GROUP_LAW = {"add": "+", "sub": "+", "addi": "+", "subi": "+", "inc": "+", "dec": "+",
-             "addmul": "+", "submul": "+", "cvt": "+", "uncvt": "+", "neg": None,
-             "xor": "^", "xori": "^", "xorand": "^", "addfn2": "+", "subfn2": "+",
-             "xorcmp": "^"}
+# the group law of an update y OP= f(sources) on its words, from the table (isa/table.py)
+GROUP_LAW = {LAW_ADD: "+", LAW_XOR: "^"}
 CHUNK = 1 << 20
 
 
@@ -148,7 +146,7 @@ class Reference:
         at most 16 bits together: f for every source value, after checking the group law of
         the update (docs/machine.md) on random full calls."""
         fam = self.op.family
-        law = GROUP_LAW.get(fam, "^" if fam in CONDITIONS else None)
+        law = GROUP_LAW.get(self.op.law, "^" if fam in CONDITIONS else None)
         if law is None:
             return None
         target = "cond" if fam in CONDITIONS else "y"
