@@ -50,7 +50,8 @@ def assemble_janus(text: str, filename: str = "<janus>", modular: bool = False,
                    stack_capacity: int | None = None) -> Program:
     """Compile a Janus program (the jana dialect, docs/rasm.md "The Janus front end");
     `modular` is jana's -m.  Raises AssemblyError."""
-    from .janus import STACK_CAPACITY, assemble_janus as _janus
+    from .janus import STACK_CAPACITY
+    from .janus import assemble_janus as _janus
     return _janus(text, filename, modular, stack_capacity or STACK_CAPACITY)
 
 

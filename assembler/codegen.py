@@ -21,19 +21,50 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from isa.functions import CMP_ALWAYS, CMP_EQ, CMP_GE, CMP_LE, CMP_LT, CMP_NE, cond_parts, cond_word
+from isa.program import (
+    MODE_L,
+    MODE_N,
+    MODE_P,
+    MODE_X,
+    Arg,
+    CallSite,
+    Function,
+    Local,
+    Param,
+    Trace,
+    operand,
+)
 from isa.table import INVERSE, OP_BY_NAME, ROW_WIDTH, Op, op_for
 from isa.types import INT, LNS, NumType
-from isa.program import MODE_L, MODE_N, MODE_P, MODE_X, Arg, CallSite, Function, Local, Param, Trace, operand
 
 from .calls import CallRecord, Guard
 from .declarations import Declarations
 from .diagnostics import Fail, Pos, Reporter
 from .exprs import BOOL, names_read, text
 from .invert import invert_rows
-from .lower import ALWAYS, ExprCompiler, Test
 from .literals import Lit
-from .nodes import (Compare, Delocal, For, From, If, Index, Instr, Label, Len, Literal,
-                    LocalDecl, Match, Name, Recovered, Show, StackOp, Swap, Update, With)
+from .lower import ALWAYS, ExprCompiler, Test
+from .nodes import (
+    Compare,
+    Delocal,
+    For,
+    From,
+    If,
+    Index,
+    Instr,
+    Label,
+    Len,
+    Literal,
+    LocalDecl,
+    Match,
+    Name,
+    Recovered,
+    Show,
+    StackOp,
+    Swap,
+    Update,
+    With,
+)
 from .operands import Resolver, describe
 from .parser import MAX_LENGTH
 from .symbols import CellSym, FuncSig, Ref, index_refs, overlaps
@@ -292,7 +323,7 @@ class FunctionCompiler(ExprCompiler):
                     self.rep.error(pos, "E007", "an unconditional `join` must come right after "
                                                 "a `jmp` or the start of the function")
 
-    def report_labels(self, compilers: list["FunctionCompiler"]) -> None:
+    def report_labels(self, compilers: list[FunctionCompiler]) -> None:
         """Report the jumps to labels this function does not define (E014 when another
         function defines them, else E007)."""
         for lab in self.undefined:
@@ -655,7 +686,8 @@ class FunctionCompiler(ExprCompiler):
                                               f"`{ce.name}` is {p.type.name_}")
                 t = ty.infer(o)
                 if t is not None and t != p.type and not (t == BOOL and p.type == INT):
-                    raise Fail(o.pos, "E004", f"type mismatch: `{text(o)}` is {t.name_ if t != BOOL else t}, "
+                    raise Fail(o.pos, "E004",
+                        f"type mismatch: `{text(o)}` is {t.name_ if t != BOOL else t}, "
                                               f"expected {p.type.name_}")
                 ty.settle(o, p.type)
                 if isinstance(o, (Name, Index)) or id(o) in ty.consts:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from isa.types import DEFAULT_FRACTION_BITS, MAX_FRACTION_BITS
 from isa.program import MODE_G, MODE_P, Const, Global
+from isa.types import DEFAULT_FRACTION_BITS, MAX_FRACTION_BITS
 
 from .diagnostics import Reporter
 from .literals import LiteralError, literal_word

@@ -11,8 +11,8 @@ from collections.abc import Sequence
 
 from isa.program import Program
 
-from .calls import CallRecord, check_calls, written_params
 from . import codegen
+from .calls import CallRecord, check_calls, written_params
 from .codegen import CodeLimit, FunctionCompiler
 from .declarations import Declarations, collect
 from .diagnostics import Pos, Reporter
@@ -21,7 +21,6 @@ from .lexer import TokenStream
 from .parser import Parser
 from .symbols import FuncSig
 from .unit import Unit
-
 
 FAST_PATH = True       # read simple lines with assembler/fastpath.py (tests switch it off)
 
@@ -61,7 +60,8 @@ def compile_program(decls: Declarations, rep: Reporter) -> Program:
         try:
             compile_body(fc, sig, rep)
         except CodeLimit as e:
-            rep.error(e.pos, "E006", f"the program exceeds {codegen.MAX_CODE} instructions (the limit "
+            rep.error(e.pos, "E006",
+                f"the program exceeds {codegen.MAX_CODE} instructions (the limit "
                                      f"of the bytecode format); nothing after this was compiled")
             rep.raise_if_any()
         unit.functions.append(fc.finish(sig.decl.end_pos))

@@ -19,11 +19,11 @@ from __future__ import annotations
 
 from isa import arith
 from isa.functions import CMP_SYMBOLS, FN1_BY_NAME, FN2_BY_NAME
-from isa.types import FIXED, FLOAT, INT, LNS, NumType, TYPE_BY_NAME
+from isa.types import FIXED, FLOAT, INT, LNS, TYPE_BY_NAME, NumType
 
 from .diagnostics import Fail
 from .literals import Lit, LiteralError, literal_word
-from .nodes import (Binary, BoolLit, Call, Compare, Index, Len, Literal, Logic, Name, Unary)
+from .nodes import Binary, BoolLit, Call, Compare, Index, Len, Literal, Logic, Name, Unary
 
 BOOL = "bool"                    # the type of conditions (not a cell type)
 Type = NumType | str | None      # None: a literal expression whose type the context decides

@@ -41,7 +41,8 @@ _UPDATE = re.compile(
 _KEYWORD = re.compile(
     rf"(?P<ind>{_WS})(?P<kw>inc|dec|neg|not|swap|rot|irot)[ \t]+{_opd('a')}"
     rf"(?:{_WS},{_WS}{_opd('b')}(?:{_WS},{_WS}{_opd('c')})?)?{_END}")
-_CALL = re.compile(rf"(?P<ind>{_WS})(?P<kw>call|uncall)[ \t]+(?P<f>{_ID}){_WS}\((?P<args>[^()]*)\){_END}")
+_CALL = re.compile(rf"(?P<ind>{_WS})(?P<kw>call|uncall)[ \t]+(?P<f>{_ID}){_WS}"
+                   rf"\((?P<args>[^()]*)\){_END}")
 _ARG = re.compile(rf"{_WS}{_opd('a')}{_WS}\Z")
 _BLANK = re.compile(r"[ \t]*(?:[;#].*)?\r?\Z")
 _LEADS = {k: BY_LEAD[k][0] for k in ("inc", "dec", "neg", "not", "swap", "rot", "irot", "call",

@@ -28,9 +28,32 @@ from isa.types import INT
 
 from .diagnostics import Fail, Pos, Reporter
 from .literals import Lit
-from .nodes import (Binary, BoolLit, Call, CallExpr, Compare, Decl, Delocal, FuncDecl, If,
-                    Index, Instr, Literal, LocalDecl, Logic, Match, Name, ParamDecl, Show,
-                    StackOp, Swap, TypeSpec, Unary, Update, From)
+from .nodes import (
+    Binary,
+    BoolLit,
+    Call,
+    CallExpr,
+    Compare,
+    Decl,
+    Delocal,
+    From,
+    FuncDecl,
+    If,
+    Index,
+    Instr,
+    Literal,
+    LocalDecl,
+    Logic,
+    Match,
+    Name,
+    ParamDecl,
+    Show,
+    StackOp,
+    Swap,
+    TypeSpec,
+    Unary,
+    Update,
+)
 from .shapes import BY_LEAD
 
 STACK_CAPACITY = 1024          # values a Janus stack holds (rvm stacks have a capacity)

@@ -52,7 +52,8 @@ def literal_word(lit: Lit, t: NumType, F: int) -> int:
         return wrap(int(lit.value))
     if t == INT:
         if lit.kind == "real":
-            raise LiteralError("E004", f"real literal `{clip(lit.text)}` needs a fixed, float or lns "
+            raise LiteralError("E004",
+                f"real literal `{clip(lit.text)}` needs a fixed, float or lns "
                                        f"cell, not int")
         v = int(lit.value)
         if _fits(v) or (lit.radix != 10 and 0 <= v <= MASK64):
@@ -78,7 +79,8 @@ def literal_word(lit: Lit, t: NumType, F: int) -> int:
         if not math.isfinite(x):
             raise LiteralError("E006", f"literal `{clip(lit.text)}` overflows a float")
         if lit.kind == "int" and (not math.isfinite(x) or int(x) != int(lit.value)):
-            raise LiteralError("E006", f"integer literal `{clip(lit.text)}` is not exact in a float")
+            raise LiteralError("E006",
+                f"integer literal `{clip(lit.text)}` is not exact in a float")
         return f2w(x)
     if t == LNS:
         if x == 0.0:

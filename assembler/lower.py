@@ -48,7 +48,7 @@ class Test:
     def __init__(self, cc: int, a: int, b: int):
         self.cc, self.a, self.b = cc, a, b
 
-    def negated(self) -> "Test":
+    def negated(self) -> Test:
         cmp = self.cc & 15
         return Test((self.cc & ~15) | CMP_NEGATE[cmp], self.a, self.b)
 

@@ -16,7 +16,6 @@ from .diagnostics import Pos
 from .literals import Lit
 from .shapes import Shape
 
-
 # ---- expressions ----------------------------------------------------------------------------
 
 @dataclass(slots=True, eq=False)
@@ -36,7 +35,7 @@ class Index:
     """`a[e]`: e is an int expression."""
     pos: Pos
     name: str
-    index: "Expr"
+    index: Expr
 
 
 @dataclass(slots=True, eq=False)
@@ -51,7 +50,7 @@ class Unary:
     """`-e`, `~e` (int bits) or `!e` (logical not)."""
     pos: Pos
     op: str
-    arg: "Expr"
+    arg: Expr
 
 
 @dataclass(slots=True, eq=False)
@@ -59,8 +58,8 @@ class Binary:
     """`l OP r` for OP in + - * / % & | ^ << >> (pos: the operator's)."""
     pos: Pos
     op: str
-    left: "Expr"
-    right: "Expr"
+    left: Expr
+    right: Expr
 
 
 @dataclass(slots=True, eq=False)
@@ -68,8 +67,8 @@ class Compare:
     """`l CMP r`, cmp an isa.functions CMP_* code (pos: the left operand's)."""
     pos: Pos
     cmp: int
-    left: "Expr"
-    right: "Expr"
+    left: Expr
+    right: Expr
 
 
 @dataclass(slots=True, eq=False)
@@ -77,8 +76,8 @@ class Logic:
     """`l && r` or `l || r` (short-circuit, as Janus; pos: the operator's)."""
     pos: Pos
     op: str
-    left: "Expr"
-    right: "Expr"
+    left: Expr
+    right: Expr
 
 
 @dataclass(slots=True, eq=False)

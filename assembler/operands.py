@@ -8,8 +8,8 @@ parameter array is an N operand; of an array with a static length it is that num
 """
 from __future__ import annotations
 
-from isa.types import INT, NumType
 from isa.program import MODE_G, MODE_N, MODE_P, MODE_X, operand
+from isa.types import INT, NumType
 
 from .diagnostics import Fail
 from .literals import Lit, LiteralError, literal_word

@@ -23,13 +23,42 @@ from isa.functions import CMP_BY_SYMBOL
 from isa.types import INT, TYPE_BY_NAME
 
 from .diagnostics import Fail, Pos, Reporter
-from .lexer import DIRECTIVE, EOF, INT as T_INT, NAME, NEWLINE, PUNCT, RAW, REAL, STRING, Token
-from .lexer import TokenStream
+from .lexer import DIRECTIVE, EOF, NAME, NEWLINE, PUNCT, RAW, REAL, STRING, Token, TokenStream
+from .lexer import INT as T_INT
 from .literals import Lit, clip
-from .nodes import (Binary, Call, CallExpr, Compare, Decl, Delocal, FixedDirective, For, From,
-                    FuncDecl, If, Include, Index, Instr, Label, Len, Literal, LocalDecl, Logic,
-                    Match, Name, ParamDecl, Recovered, Show, StackOp, Swap, TraceExpr, TypeSpec,
-                    Unary, Update, With)
+from .nodes import (
+    Binary,
+    Call,
+    CallExpr,
+    Compare,
+    Decl,
+    Delocal,
+    FixedDirective,
+    For,
+    From,
+    FuncDecl,
+    If,
+    Include,
+    Index,
+    Instr,
+    Label,
+    Len,
+    Literal,
+    LocalDecl,
+    Logic,
+    Match,
+    Name,
+    ParamDecl,
+    Recovered,
+    Show,
+    StackOp,
+    Swap,
+    TraceExpr,
+    TypeSpec,
+    Unary,
+    Update,
+    With,
+)
 from .shapes import BY_LEAD, MNEMONICS, TABLE_WORDS, Shape
 
 ROLES = ("input", "output", "inout", "global", "const")
@@ -205,7 +234,8 @@ class Parser:
                                               f"1..{MAX_LENGTH}")
                 spec.length = int(n.value)
             elif not (allow_open and n.is_("]")):
-                raise ParseFail(n, "an array length" if not allow_open else "an array length or `]`")
+                raise ParseFail(n, "an array length" if not allow_open
+                                else "an array length or `]`")
             self.expect("]")
         return spec
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from isa.functions import FN1, FN2, Fn
 from isa.table import OPS, Op
-from isa.types import NumType, TYPE_NAMES
+from isa.types import TYPE_NAMES, NumType
 
 Elem = tuple[str, object]
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from isa.types import NumType
 from isa.program import MODE_G, MODE_L, MODE_N, MODE_P, MODE_X, operand_parts
+from isa.types import NumType
 
 from .diagnostics import Pos
 from .nodes import FuncDecl
@@ -63,7 +63,7 @@ class Ref:
     const: bool = False         # read-only: a constant or len()
     sym: CellSym | None = None
     base: int | None = None     # X operands: the array word
-    index: "Ref | None" = None  # X operands: the index cell
+    index: Ref | None = None  # X operands: the index cell
     temp: bool = False          # a temporary of the statement (lower.py)
 
     @property

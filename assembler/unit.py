@@ -13,9 +13,9 @@ from array import array
 
 import numpy as np
 
+from isa.program import CallSite, Const, Function, Global, Program, Trace, XEntry
 from isa.table import OP_BY_NAME, ROW_WIDTH, Op
 from isa.types import NumType
-from isa.program import CallSite, Const, Function, Global, Program, Trace, XEntry
 
 from .diagnostics import Pos
 from .literals import word_text

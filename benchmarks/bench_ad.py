@@ -55,15 +55,15 @@ def ratios(quick: bool) -> None:
         prog = src if isinstance(src, rvm.Program) else rvm.assemble(src)
         m = rvm.Machine(prog)
 
-        def forward():
+        def forward(m=m, inputs=inputs):
             m.core.set_ad(0)
             m.reset(inputs)
             m.run()
 
-        def gradient():
+        def gradient(prog=prog, of=of, wrt=wrt, inputs=inputs, m=m):
             rvm.derivatives(prog, of, wrt, inputs, check_ancillas=False, machine=m)
 
-        def checked():
+        def checked(prog=prog, of=of, wrt=wrt, inputs=inputs, m=m):
             rvm.derivatives(prog, of, wrt, inputs, check_ancillas=True, machine=m)
 
         for f in (forward, gradient, checked):      # warm-up

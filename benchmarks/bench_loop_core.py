@@ -17,6 +17,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
 
 from builder import ProgramBuilder  # noqa: E402
+
 from isa.types import FIXED, INT  # noqa: E402
 from rvm.machine import Machine  # noqa: E402
 

@@ -32,11 +32,10 @@ from peers.common import PEERS, set_thread_env  # noqa: E402
 
 set_thread_env()
 
-from rich.console import Console  # noqa: E402
-
 from peers import report, t1_accumulate, t3_memory  # noqa: E402
 from peers.common import rvm_grad_missing, versions  # noqa: E402
 from peers.engine import Ctx, Row  # noqa: E402
+from rich.console import Console  # noqa: E402
 
 TASKS = ("T1", "T2", "T3", "T4", "T5")
 TITLES = {

@@ -24,11 +24,15 @@ import os
 import re
 import sys
 import time
+from collections.abc import Sequence
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import rvm
 
 EXIT_OK, EXIT_PROGRAM, EXIT_USAGE, EXIT_TRAP, EXIT_STEP_LIMIT, EXIT_INTERRUPT = 0, 1, 2, 3, 4, 130
 EXIT_BROKEN_PIPE = 141
@@ -102,7 +106,8 @@ def _raw_word(text: str) -> Raw:
     try:
         w = int(text[1:], 0)
     except ValueError:
-        raise UsageError(f"cannot read the raw word {text!r}: write $0x followed by hex digits") from None
+        raise UsageError(
+            f"cannot read the raw word {text!r}: write $0x followed by hex digits") from None
     if not -(1 << 63) <= w < (1 << 64):
         raise UsageError(f"the raw word {text!r} does not fit in 64 bits")
     return Raw(w - (1 << 64) if w >= (1 << 63) else w)
@@ -191,7 +196,8 @@ def collect_values(pairs: Sequence[str], json_file: str | None) -> dict[str, Any
 def set_values(m, values: dict[str, Any], at_end: bool) -> None:
     """Load the start (or end) state: raw words go in as they are, the rest by type."""
     raw = {k: v for k, v in values.items()
-           if isinstance(v, Raw) or (isinstance(v, list) and v and all(isinstance(x, Raw) for x in v))}
+           if isinstance(v, Raw) or
+           (isinstance(v, list) and v and all(isinstance(x, Raw) for x in v))}
     cooked = {k: v for k, v in values.items() if k not in raw}
     if at_end:
         m.reset_end(cooked)
@@ -365,7 +371,6 @@ def cmd_invert(a: argparse.Namespace) -> int:
 
 def cmd_check(a: argparse.Namespace) -> int:
     from assembler import AssemblyError
-
     from rvm.errors import InvalidBytecode
     from rvm.verify import verify
 
@@ -601,7 +606,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--raw", action="store_true",
                    help="print values as raw 64-bit words $0x... (exact for every type; "
                         "values given as $0x... are always taken raw)")
-    s.add_argument("--max-steps", type=positive_int, metavar="N", help="stop with exit 4 after N steps")
+    s.add_argument("--max-steps", type=positive_int, metavar="N",
+                   help="stop with exit 4 after N steps")
     add_machine_options(s)
     s.set_defaults(func=cmd_run)
 
@@ -693,7 +699,7 @@ exit status: 0 success, 1 assembly errors, an invalid .rbc file or an unreadable
                 raise  # a tool that exists but fails to import is a bug, not a missing tool
             continue
         module.register(sub)
-    for verb, sp in sub.choices.items():
+    for sp in sub.choices.values():
         if any(a.dest in ("program", "programs") for a in sp._actions):
             add_janus_options(sp)
     return p

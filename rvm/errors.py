@@ -20,7 +20,8 @@ class InvalidBytecode(RVMError):
         self.problems = problems or [message]
         super().__init__(message if problems is None else
                          message + ":\n" + "\n".join("  " + p for p in self.problems[:20]) +
-                         (f"\n  ... and {len(self.problems) - 20} more" if len(self.problems) > 20 else ""))
+                         (f"\n  ... and {len(self.problems) - 20} more"
+                          if len(self.problems) > 20 else ""))
 
 
 class FormatError(InvalidBytecode):
@@ -57,7 +58,8 @@ class Trap(RVMError):
         super().__init__(self.format())
 
     def format(self) -> str:
-        where = f"{self.location[0]}:{self.location[1]}:{self.location[2]}: " if self.location else ""
+        loc = self.location
+        where = f"{loc[0]}:{loc[1]}:{loc[2]}: " if loc else ""
         way = "forward" if self.direction > 0 else "backward"
         text = f"{where}{self.kind}: {self.detail}"
         if self.instruction:

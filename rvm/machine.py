@@ -21,8 +21,9 @@ import operator
 import os
 import sys
 from bisect import bisect_right
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -32,9 +33,25 @@ from isa.table import OPS, Op
 from isa.types import FLOAT, INT, NumType
 
 from . import _core
-from .errors import (AliasError, AncillaError, AssertionTrap, BoundsError, BytecodeTrap,
-                     ComeFromError, DivisionByZero, DomainError, PathDivergence, PopError,
-                     RangeError, ReadOnlyError, RVMError, StackOverflow, StackUnderflow, StepLimit, Trap)
+from .errors import (
+    AliasError,
+    AncillaError,
+    AssertionTrap,
+    BoundsError,
+    BytecodeTrap,
+    ComeFromError,
+    DivisionByZero,
+    DomainError,
+    PathDivergence,
+    PopError,
+    RangeError,
+    ReadOnlyError,
+    RVMError,
+    StackOverflow,
+    StackUnderflow,
+    StepLimit,
+    Trap,
+)
 from .program import MODE_G, MODE_L, MODE_N, MODE_P, MODE_X, Function, Program, operand_parts
 from .values import ValueEncodingError, decode, decode_array, encode, encode_array
 

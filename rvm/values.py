@@ -17,14 +17,24 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Sequence
 from decimal import Decimal
 from fractions import Fraction
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
-from isa.arith import (ArithTrap, f2w, fixed_from_real, fixed_to_real, lns_from_real, lns_to_real,
-                       rne_div, w2f, wrap)
+from isa.arith import (
+    ArithTrap,
+    f2w,
+    fixed_from_real,
+    fixed_to_real,
+    lns_from_real,
+    lns_to_real,
+    rne_div,
+    w2f,
+    wrap,
+)
 from isa.types import FIXED, FLOAT, INT, INT64_MAX, INT64_MIN, LNS, NumType
 
 from .errors import RVMError

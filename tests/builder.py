@@ -19,17 +19,37 @@ addresses are resolved by `build()`.  Every instruction gets a line-table entry
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
 from isa.functions import CMP_ALWAYS, CMP_BY_SYMBOL, FN1_BY_NAME, FN2_BY_NAME, cond_word
 from isa.table import OP_BY_NAME, ROW_WIDTH
 from isa.types import DEFAULT_FRACTION_BITS, NumType
-from rvm.program import (GLOBAL, INOUT, INPUT, MODE_G, MODE_L, MODE_N, MODE_P, MODE_X, OUTPUT,
-                         Arg, CallSite, Const, Function, Global, Local, Param, Program, Trace,
-                         XEntry, operand)
+from rvm.program import (
+    GLOBAL,
+    INOUT,
+    INPUT,
+    MODE_G,
+    MODE_L,
+    MODE_N,
+    MODE_P,
+    MODE_X,
+    OUTPUT,
+    Arg,
+    CallSite,
+    Const,
+    Function,
+    Global,
+    Local,
+    Param,
+    Program,
+    Trace,
+    XEntry,
+    operand,
+)
 
 Cond = tuple  # (symbol, NumType, a_word, b_word) or None for `always`
 
@@ -56,7 +76,7 @@ def _cond(cond: Cond | None) -> list[int]:
 
 @dataclass
 class FuncBuilder:
-    pb: "ProgramBuilder"
+    pb: ProgramBuilder
     name: str
     params: list[Param] = field(default_factory=list)
     locals: list[Local] = field(default_factory=list)
@@ -85,7 +105,7 @@ class FuncBuilder:
             assert label not in self.labels, label
             self.labels[label] = len(self.rows)
 
-    def op(self, name: str, *words: Any, label: str | None = None) -> "FuncBuilder":
+    def op(self, name: str, *words: Any, label: str | None = None) -> FuncBuilder:
         """Any instruction by mnemonic; operands in isa.table order (fn may be a name)."""
         opdef = OP_BY_NAME[name]
         words = list(words)
@@ -98,30 +118,30 @@ class FuncBuilder:
         self.rows.append(_Row(name, words))
         return self
 
-    def jmp(self, label: str, to: str, cond: Cond | None = None) -> "FuncBuilder":
+    def jmp(self, label: str, to: str, cond: Cond | None = None) -> FuncBuilder:
         """A fork named `label` that jumps to the join named `to` when `cond` holds."""
         self._label_here(label)
         self.rows.append(_Row("jmp", _cond(cond) + [("label", to)]))
         return self
 
-    def join(self, label: str, came_from: str, cond: Cond | None = None) -> "FuncBuilder":
+    def join(self, label: str, came_from: str, cond: Cond | None = None) -> FuncBuilder:
         """A join named `label`: control came from the jmp `came_from` iff `cond` holds."""
         self._label_here(label)
         self.rows.append(_Row("join", _cond(cond) + [("label", came_from)]))
         return self
 
-    def assert_(self, cond: Cond) -> "FuncBuilder":
+    def assert_(self, cond: Cond) -> FuncBuilder:
         self.rows.append(_Row("assert", _cond(cond)))
         return self
 
-    def call(self, func: str, *args: int | Arr, uncall: bool = False) -> "FuncBuilder":
+    def call(self, func: str, *args: int | Arr, uncall: bool = False) -> FuncBuilder:
         self.rows.append(_Row("uncall" if uncall else "call", [("site", func, args)]))
         return self
 
-    def uncall(self, func: str, *args: int | Arr) -> "FuncBuilder":
+    def uncall(self, func: str, *args: int | Arr) -> FuncBuilder:
         return self.call(func, *args, uncall=True)
 
-    def trace(self, message: str, *words: int) -> "FuncBuilder":
+    def trace(self, message: str, *words: int) -> FuncBuilder:
         self.pb.traces.append(Trace(message, list(words)))
         self.rows.append(_Row("trace", [len(self.pb.traces) - 1]))
         return self

@@ -11,8 +11,12 @@ import numpy as np
 import pytest
 
 import rvm
-from rvm.ad import (NonFiniteDerivative, NotDifferentiable, ReleasedTangentError,
-                    ReleasedTangentWarning)
+from rvm.ad import (
+    NonFiniteDerivative,
+    NotDifferentiable,
+    ReleasedTangentError,
+    ReleasedTangentWarning,
+)
 
 PROGRAMS = Path(__file__).resolve().parent.parent / "programs"
 ACCUMULATE = PROGRAMS / "accumulate.rasm"

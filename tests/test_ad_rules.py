@@ -10,9 +10,9 @@ directly (tests/builder.py), so every opcode is exercised whatever the assembler
 """
 import numpy as np
 import pytest
+from builder import ProgramBuilder
 
 import rvm
-from builder import ProgramBuilder
 from isa.derivatives import DIFFERENTIABLE, RULES
 from isa.functions import FN1, FN2
 from isa.program import INOUT

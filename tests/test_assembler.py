@@ -7,16 +7,29 @@ import os
 from fractions import Fraction
 
 import numpy as np
+from test_disasm import roundtrip
 
 from assembler import assemble, assemble_file
 from isa.arith import f2w, lns_from_real
 from isa.functions import CMP_EQ, CMP_GE, CMP_LE, CMP_LT, CMP_NE, FN1, FN2, cond_word
 from isa.table import OP_BY_NAME, OPS
 from isa.types import FIXED, FLOAT, INT, LNS, LNS_ZERO, TYPE_NAMES
-from rvm.program import (INOUT, INPUT, MODE_G, MODE_L, MODE_N, MODE_P, MODE_X, OUTPUT, Arg,
-                         CallSite, Trace, XEntry, operand)
+from rvm.program import (
+    INOUT,
+    INPUT,
+    MODE_G,
+    MODE_L,
+    MODE_N,
+    MODE_P,
+    MODE_X,
+    OUTPUT,
+    Arg,
+    CallSite,
+    Trace,
+    XEntry,
+    operand,
+)
 from rvm.verify import verify
-from test_disasm import roundtrip
 
 
 def G(a): return operand(MODE_G, a)

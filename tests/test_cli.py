@@ -146,7 +146,7 @@ def test_ctrl_c_stops_a_runaway_run(tmp_path):
         out, err = p.communicate(timeout=10)
     except subprocess.TimeoutExpired:
         p.kill()
-        raise AssertionError("the run did not stop on SIGINT")
+        raise AssertionError("the run did not stop on SIGINT") from None
     assert p.returncode == 130 and "interrupted" in err
 
 

@@ -3,7 +3,6 @@ result), inverting twice is the identity, and a straight block followed by its i
 every cell."""
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -14,8 +13,19 @@ from isa.arith import ArithTrap, execute
 from isa.functions import CMP_ALWAYS, CMP_EQ, CMP_GE, CMP_LT, CMP_NE, FN1_BY_NAME, cond_word
 from isa.table import INVERSE, OP_BY_NAME, OPS, ROW_WIDTH
 from isa.types import FIXED, INT
-from rvm.program import (INOUT, INPUT, OUTPUT, Arg, CallSite, Function, Global, Local, Param,
-                         Program, operand)
+from rvm.program import (
+    INOUT,
+    INPUT,
+    OUTPUT,
+    Arg,
+    CallSite,
+    Function,
+    Global,
+    Local,
+    Param,
+    Program,
+    operand,
+)
 from rvm.verify import check, verify
 
 G = lambda a: operand(0, a)     # noqa: E731

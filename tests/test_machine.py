@@ -6,10 +6,10 @@ import math
 
 import numpy as np
 import pytest
+from builder import Arr, ProgramBuilder
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from builder import Arr, ProgramBuilder
 from isa.arith import f2w, fixed_from_real
 from isa.types import FIXED, FLOAT, INT, LNS
 from rvm.errors import InvalidBytecode, RVMError, StepLimit
@@ -484,8 +484,7 @@ def test_fixed_length_array_parameter():
     """`v: int[4]` takes arrays of exactly 4 cells: checked by the assembler where it can see
     the argument, at the call otherwise; the length survives .rbc and disassembly."""
     import rvm
-    from assembler import disassemble
-    from assembler import rbc
+    from assembler import disassemble, rbc
     from rvm.errors import BoundsError
 
     src = """

@@ -11,13 +11,12 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_disasm import roundtrip
 
 from assembler import assemble
 from isa.arith import fixed_div, fixed_mul, wrap
-from rvm.verify import verify
-from test_disasm import roundtrip
-
 from rvm.machine import Machine
+from rvm.verify import verify
 
 STD = Path(__file__).resolve().parent.parent / "assembler" / "std"
 LIBS = sorted(p.name for p in STD.glob("*.rasm"))

@@ -9,7 +9,6 @@ from rvm.trace import strategies as S
 from rvm.trace.pebble import BWD, COPY, FWD, IllegalMove, Move, play
 from rvm.trace.report import model_report
 
-
 # ---- the acceptance figures ------------------------------------------------------------------
 
 @pytest.mark.parametrize("n", [1, 2, 7, 100, 1000])

@@ -5,14 +5,29 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from builder import Arr, ProgramBuilder
 from test_machine import if_program
+
 from isa.table import OP_BY_NAME
 from isa.types import FIXED, FLOAT, INT
-from rvm.errors import (TRAPS, AliasError, AncillaError, AssertionTrap, BoundsError, BytecodeTrap,
-                        ComeFromError, DivisionByZero, DomainError, PopError, RangeError,
-                        ReadOnlyError, StackOverflow, StackUnderflow, StepLimit, Trap)
+from rvm.errors import (
+    TRAPS,
+    AliasError,
+    AncillaError,
+    AssertionTrap,
+    BoundsError,
+    BytecodeTrap,
+    ComeFromError,
+    DivisionByZero,
+    DomainError,
+    PopError,
+    RangeError,
+    ReadOnlyError,
+    StackOverflow,
+    StackUnderflow,
+    StepLimit,
+    Trap,
+)
 from rvm.machine import Machine
 
 SMALL = dict(stack_cells=16, frame_cells=256, max_depth=32)

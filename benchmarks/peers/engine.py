@@ -8,8 +8,9 @@ from __future__ import annotations
 import math
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from .common import PEERS, GradDict, Impl, Skip, compare, measure, peak_growth, peer_missing
 

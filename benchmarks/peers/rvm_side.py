@@ -5,14 +5,14 @@ from __future__ import annotations
 import functools
 import statistics
 import time
-from functools import lru_cache
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from .common import ROOT, Impl, rvm_grad_missing
 
 
-@lru_cache(maxsize=None)
+@functools.cache
 def program(path_or_text: str) -> Any:
     import rvm
     if "\n" in path_or_text:          # program text (e.g. from benchmarks/gen_programs.py)

@@ -6,7 +6,8 @@ one, n).  Every peer starts from x = 0.0, one = 1.0 in float64.
 from __future__ import annotations
 
 import ctypes
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 

@@ -16,7 +16,7 @@ import os
 import subprocess
 import sys
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from .common import HERE, ROOT, THREAD_ENV, peer_missing, rvm_grad_missing
 from .report import MemRow

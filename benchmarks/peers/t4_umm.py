@@ -11,8 +11,9 @@ from __future__ import annotations
 import ctypes
 import math
 import sys
-from functools import lru_cache
-from typing import Any, Callable
+from collections.abc import Callable
+from functools import cache
+from typing import Any
 
 import numpy as np
 
@@ -27,7 +28,7 @@ def sizes(quick: bool) -> list[int]:
     return [10, 100] if quick else [10, 100, 300]
 
 
-@lru_cache(maxsize=None)
+@cache
 def pairs(n: int) -> tuple[np.ndarray, np.ndarray]:
     """(k, l) of each rotation in program order: for k < l, k outer."""
     ks, ls = [], []
@@ -38,7 +39,7 @@ def pairs(n: int) -> tuple[np.ndarray, np.ndarray]:
     return np.array(ks, dtype=np.int32), np.array(ls, dtype=np.int32)
 
 
-@lru_cache(maxsize=None)
+@cache
 def data(n: int) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(4)
     x = rng.standard_normal(n)

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import ctypes
 import math
-from functools import lru_cache
-from typing import Any, Callable
+from collections.abc import Callable
+from functools import cache
+from typing import Any
 
 import numpy as np
 
@@ -30,7 +31,7 @@ NON_EDGES = [(i, j) for i in range(NV) for j in range(i + 1, NV)
              if (i, j) not in EDGES and (j, i) not in EDGES]
 
 
-@lru_cache(maxsize=None)
+@cache
 def data() -> np.ndarray:
     return np.random.default_rng(5).standard_normal(NV * K)
 

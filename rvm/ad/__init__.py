@@ -1,6 +1,17 @@
 """Automatic differentiation by running bytecode backward over dual cells (docs/ad.md)."""
-from .engine import (Derivatives, NonFiniteDerivative, NotDifferentiable, ReleasedTangentError,
-                     ReleasedTangentWarning, derivatives, grad, grad_fn, hessian, hvp, jvp)
+from .engine import (
+                     Derivatives,
+                     NonFiniteDerivative,
+                     NotDifferentiable,
+                     ReleasedTangentError,
+                     ReleasedTangentWarning,
+                     derivatives,
+                     grad,
+                     grad_fn,
+                     hessian,
+                     hvp,
+                     jvp,
+)
 
 __all__ = ["Derivatives", "NonFiniteDerivative", "NotDifferentiable", "ReleasedTangentError",
            "ReleasedTangentWarning", "derivatives", "grad", "grad_fn", "hessian", "hvp", "jvp"]

@@ -66,8 +66,13 @@ def cmd_grad(a: argparse.Namespace) -> int:
     import rvm
     from rvm.cli import UsageError, collect_values, load_program, plain
 
-    from .engine import NonFiniteDerivative, NotDifferentiable, ReleasedTangentError, \
-        derivatives, resolve
+    from .engine import (
+        NonFiniteDerivative,
+        NotDifferentiable,
+        ReleasedTangentError,
+        derivatives,
+        resolve,
+    )
 
     prog = load_program(a.program)
     values = collect_values(a.values, a.inputs)

@@ -400,11 +400,11 @@ def cmd_verify(a: argparse.Namespace) -> int:
 
 @_guard
 def cmd_chart(a: argparse.Namespace) -> int:
-    from .chart import plot_counts
-
     from pathlib import Path
 
     from rvm.cli import output_path
+
+    from .chart import plot_counts
 
     suffix = Path(a.output).suffix.lower()
     if suffix not in CHART_FORMATS:

@@ -37,8 +37,9 @@ def _check_private(path: Path, what: str) -> None:
         raise UnsafeCache(f"refusing the native {what} {path}: it belongs to user {st.st_uid}, "
                           f"not to you ({os.getuid()})")
     if st.st_mode & 0o022:
-        raise UnsafeCache(f"refusing the native {what} {path}: it is writable by "
-                          f"{'group and others' if st.st_mode & 0o022 == 0o022 else 'group' if st.st_mode & 0o020 else 'others'} "
+        who = ("group and others" if st.st_mode & 0o022 == 0o022 else
+               "group" if st.st_mode & 0o020 else "others")
+        raise UnsafeCache(f"refusing the native {what} {path}: it is writable by {who} "
                           f"(mode {stat.S_IMODE(st.st_mode):o}); `chmod go-w` it, or set "
                           f"RVM_CACHE_DIR to a private directory")
 

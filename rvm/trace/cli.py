@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from rvm.cli import positive_int
 
@@ -93,8 +94,8 @@ def _natural(text: str) -> int:
     return n
 
 
-_OWNER = {"k": "bennett", "levels": "bennett", "split": "bennett", "budget": "knill", "period": "periodic",
-          "checkpoints": "revolve"}
+_OWNER = {"k": "bennett", "levels": "bennett", "split": "bennett", "budget": "knill",
+          "period": "periodic", "checkpoints": "revolve"}
 
 
 def _choose(a: argparse.Namespace) -> S.Schedule | list[S.Schedule]:

@@ -15,8 +15,9 @@ costs; it is the cost model's referee and the real-machine runner uses the same 
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable, NamedTuple
+from typing import NamedTuple
 
 FWD, BWD, COPY = 1, -1, 0
 

@@ -15,7 +15,7 @@ its children, so a plan shared many times (a DAG) prices N = 10^6 without listin
 """
 from __future__ import annotations
 
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 from .pebble import BWD, COPY, FWD, Move
 

@@ -13,8 +13,8 @@ and nothing needs a display.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Iterable, Sequence
 
 from matplotlib.collections import LineCollection
 from matplotlib.figure import Figure

@@ -19,7 +19,7 @@ Revolve costs (l-1) + l = 2l-1 moves, like Bennett 1973 with l pebbles.
 """
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from math import comb
 
 __all__ = ["repetitions", "advances", "advances_dp"]
@@ -48,7 +48,7 @@ def advances(l: int, c: int) -> int:
     return r * l - (comb(c + r, c + 1) if r >= 1 else 0)
 
 
-@lru_cache(maxsize=None)
+@cache
 def advances_dp(l: int, c: int) -> int:
     """t(l, c) by the recursion (small l only: it is O(l^2 c))."""
     if l == 1:

@@ -22,13 +22,15 @@ once, not counting the input s_0 (the acceptance figures count it as "states").
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from . import knill as _knill
 from . import revolve as _revolve
 from .pebble import Move
-from .plan import Leaf, Node, Plan, schedule as _plan_schedule
+from .plan import Leaf, Node, Plan
+from .plan import schedule as _plan_schedule
 
 __all__ = ["Schedule", "bennett1973", "bennett", "knill", "periodic", "revolve", "make",
            "STRATEGIES", "LABELS"]
