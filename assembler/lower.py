@@ -22,10 +22,12 @@ given back in stack order, so two statements reuse the same cells.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from isa import arith
 from isa.functions import CMP_EQ, CMP_GT, CMP_NE, CMP_NEGATE, FN1_BY_NAME, FN2_BY_NAME, cond_word
 from isa.program import MODE_G, MODE_L, MODE_P, MODE_X, Local, operand
-from isa.table import OP_BY_NAME, op_for
+from isa.table import OP_BY_NAME, Op, op_for
 from isa.types import FIXED, FLOAT, INT, LNS, TYPE_BY_NAME, NumType
 
 from .diagnostics import Fail, Pos
@@ -33,6 +35,11 @@ from .exprs import BOOL, OPERATOR_FN, Typer, names_read, text
 from .literals import Lit
 from .nodes import Binary, BoolLit, Call, Compare, Index, Len, Literal, Logic, Name, Unary
 from .symbols import Ref
+
+if TYPE_CHECKING:
+    from .operands import Resolver
+    from .codegen import Scope
+    from .unit import Unit
 
 XORAND = OP_BY_NAME["xorand.i"]
 ASSERT = OP_BY_NAME["assert"]
@@ -65,6 +72,21 @@ class ExprCompiler:
 
     Needs from its host: unit, res (operands.Resolver), scope, locals, frame, here,
     emit(op, values, pos), fork(...) and JMP/JOIN."""
+
+    if TYPE_CHECKING:                       # what codegen.FunctionCompiler provides
+        unit: Unit
+        res: Resolver
+        scope: Scope
+        locals: list[Local]
+        frame: int
+        here: Pos
+        JMP: Op
+        JOIN: Op
+
+        def emit(self, op: Op, values: list[int], pos: Pos) -> int: ...
+
+        def fork(self, op: Op, cond: tuple[int, int, int], target: int, pos: Pos,
+                 label: str) -> int: ...
 
     # ---- temporaries ------------------------------------------------------------------------
     def init_temps(self) -> None:
