@@ -135,10 +135,13 @@ def test_watch_stops_in_both_directions_with_writer(tmp_path, capsys):
     rc, out, _ = debug(tmp_path, capsys, PROGRAMS / "isqrt.rasm",
                        ["watch r", "c", "c", "c", "rc", "rc", "rc"], "x=20")
     assert rc == 0
-    fwd = re.findall(r"Watchpoint 1: r  (\d+) -> (\d+)  by inc.i r at \S*isqrt.rasm:13", out)
-    back = re.findall(r"Watchpoint 1: r  (\d+) -> (\d+)  undoing inc.i r", out)
+    fwd = re.findall(r"Watchpoint 1: r  (\d+) -> (\d+)  by inc.i r at \S*isqrt.rasm:13 "
+                     r"\(t=\d+ -> \d+\)\nt=", out)
+    back = re.findall(r"Watchpoint 1: r  (\d+) -> (\d+)  by inc.i r .*\n\(old -> new in the "
+                      r"order of time; running backward", out)
     assert fwd == [("0", "1"), ("1", "2"), ("2", "3")]
-    assert back == [("3", "2"), ("2", "1"), ("1", "0")]
+    # old -> new in the order of time in both directions, and it says so
+    assert back == [("2", "3"), ("1", "2"), ("0", "1")]
     # backward it stops just before the write: the write is the next instruction
     assert "=>   13         inc r" in after(out, "rc", 2)
 
@@ -328,3 +331,35 @@ def test_until_leaves_a_loop_and_display_follows_stops(tmp_path, capsys):
     assert "programs/isqrt.rasm:16" in left and "1: r = 7" in left
     assert "1: r" not in after(out, "step")
     assert "no breakpoints" in after(out, "info breakpoints")     # the tbreak is gone
+
+
+# ---- regressions (issue 18) -----------------------------------------------------------------
+
+def test_info_globals_shows_globals_not_the_frames_names(tmp_path, capsys):
+    """In rfib the parameter n shadows the global n: `info globals` must show the global."""
+    rc, out, _ = debug(tmp_path, capsys, PROGRAMS / "rfib.rasm",
+                       ["break rfib if n == 2", "c", "info globals", "print n"], "n=6")
+    assert rc == 0
+    assert re.search(r"^n\s+6\s+int$", after(out, "info globals"), re.M)
+    assert "n = 2" in after(out, "print n")          # print still looks in the frame first
+
+
+def test_until_a_line_from_the_start_stops_there(tmp_path, capsys):
+    rc, out, _ = debug(tmp_path, capsys, AVERAGE, ["until 16"])
+    assert rc == 0
+    text = after(out, "until 16")
+    assert "Trap" not in text
+    assert text.startswith("Until") and "=>   16         s -= xs[i]" in text
+
+
+def test_the_help_examples_run(capsys):
+    """Every `rvm debug` line of the --help epilog runs without a failed command."""
+    from rvm.debug.cli import EPILOG
+    import shlex
+    lines = [ln.strip() for ln in EPILOG.splitlines() if ln.strip().startswith("rvm debug")
+             and "--batch" in ln and "-x" not in ln.split()]
+    assert lines
+    for line in lines:
+        assert main(shlex.split(line)[1:]) == 0, line
+        out, _ = capsys.readouterr()
+        assert "error" not in out

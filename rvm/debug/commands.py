@@ -225,15 +225,20 @@ class Debugger:
             self.report_trap(stop.trap)
         if stop.note:
             self.note(stop.note)
+        # old -> new always in the order of time (the write as it ran forward), also when
+        # the stop was met running backward (the machine then saw new -> old)
+        t_write = s.t - 1 if stop.direction > 0 else s.t
         for c in stop.watched:
             if c.watch is None:
                 continue
+            old, new = (c.old, c.new) if stop.direction > 0 else (c.new, c.old)
             self.out.print((f"Watchpoint {c.watch.number}", "bold red"), f": {c.name}  ",
-                           format_value(c.old), " -> ", (format_value(c.new), "bold"),
-                           f"  {'by' if stop.direction > 0 else 'undoing'} ",
-                           (s.m.format_instruction(c.pc), "bold"), f" at {s.where(c.pc)}")
-        if stop.watched and stop.direction < 0:
-            self.note("(running backward: stopped just before that write; `step` redoes it)")
+                           format_value(old), " -> ", (format_value(new), "bold"),
+                           "  by ", (s.m.format_instruction(c.pc), "bold"),
+                           f" at {s.where(c.pc)} (t={t_write} -> {t_write + 1})")
+        if any(c.watch is not None for c in stop.watched) and stop.direction < 0:
+            self.note("(old -> new in the order of time; running backward the write was "
+                      "undone: stopped just before it, `step` redoes it)")
         self.show_position(*s.changes(before))
 
     def report_trap(self, trap: Trap) -> None:
@@ -255,7 +260,7 @@ class Debugger:
                       f"(t={s.t}); the state here is unchanged.")
 
     def _value_of_global(self, name: str) -> Any:
-        scope = self.s.scope(None)
+        scope = self.s.global_scope()
         return scope.value(scope.reference(name))
 
     def _move(self, fn: Callable[[], Stop]) -> Stop:
@@ -678,8 +683,8 @@ len/abs/min/max/sum.  `print/x` prints the raw 64-bit words in hex.""")
                              "bookmarks or time")
         fn("")
 
-    def _cell_rows(self, refs: list[Ref]) -> None:
-        scope = self.s.scope()
+    def _cell_rows(self, refs: list[Ref], scope: Any = None) -> None:
+        scope = scope or self.s.scope()
         self.out.table([[ref.name, format_value(scope.value(ref)),
                          ref.type.name.lower() if ref.type is not None else ""]
                         for ref in refs], styles=["cyan", None, "dim"])
@@ -700,9 +705,9 @@ len/abs/min/max/sum.  `print/x` prints the raw 64-bit words in hex.""")
         self._cell_rows(refs)
 
     def info_globals(self, arg: str = "") -> None:
-        scope = self.s.scope(None)
+        scope = self.s.global_scope()
         refs = [scope.names[g.name] for g in self.s.program.globals]
-        self._cell_rows(refs)
+        self._cell_rows(refs, scope)
 
     def info_stack(self, arg: str = "") -> None:
         words = self.s.m.stack()

@@ -176,7 +176,12 @@ class Session:
         return int(self.m.core.frame(level + 1)[3])
 
     def scope(self, level: int | None = None) -> Scope:
+        """The cells visible in frame `level` (default: the selected frame)."""
         return Scope(self.m, self.level if level is None else level)
+
+    def global_scope(self) -> Scope:
+        """Only the globals and constants (no frame's names shadow them)."""
+        return Scope(self.m, None)
 
     def location(self, pc: int) -> tuple[str, int, int] | None:
         return self.program.location(pc)
@@ -459,7 +464,10 @@ class Session:
         frame returns."""
         level = self.level
         if level is None:
-            return self.run(direction)
+            # at the start or the end: no frame to stay in, any frame counts
+            if not pcs:
+                return self.run(direction)
+            return self.run(direction, target=_Target(set(pcs), lambda pc: True, "until"))
         depth = level + 1
         if pcs is None:
             func = self.program.function_at(self.pc)
