@@ -232,3 +232,45 @@ class Program:
         self.code = np.ascontiguousarray(self.code, dtype=np.int64).reshape(-1, ROW_WIDTH)
         if self.lines is not None:
             self.lines = np.ascontiguousarray(self.lines, dtype=np.int32).reshape(-1, 3)
+
+    # ---- pickling and display (docs/interop.md) -------------------------------------------
+    def __getstate__(self) -> dict:
+        """Pickled by value and versioned: every field, the pickle version and the hash of the
+        instruction table the bytecode is for (it means nothing under another table)."""
+        from isa.build import table_hash
+        return {"rvm_pickle": 1, "kind": "Program", "table": table_hash(),
+                "fields": dict(self.__dict__)}
+
+    def __setstate__(self, state: dict) -> None:
+        """Raises pickle.UnpicklingError (rvm.interop.IncompatiblePickle) for a pickle of
+        another version or instruction table."""
+        from isa.build import table_hash
+        try:
+            from rvm.interop.pickling import IncompatiblePickle as Error
+        except ImportError:             # isa without rvm
+            from pickle import UnpicklingError as Error
+        if not isinstance(state, dict) or "rvm_pickle" not in state:
+            raise Error("not a versioned rvm Program pickle (made by an rvm older than "
+                        "versioned pickles?): assemble or load the program again")
+        if state["rvm_pickle"] != 1:
+            raise Error(f"an rvm Program pickle of version {state['rvm_pickle']!r}: this rvm "
+                        "reads version 1; send the .rasm or .rbc file instead")
+        if state["table"] != table_hash():
+            raise Error("this Program was pickled by an rvm with another instruction table "
+                        f"(table hash {str(state['table'])[:12]}..., here "
+                        f"{table_hash()[:12]}...): its bytecode would be misread; unpickle it "
+                        "with the same rvm version, or send the .rasm source and assemble it")
+        self.__dict__.update(state["fields"])
+
+    def __repr__(self) -> str:
+        where = f"{self.files[0]}: " if self.files else ""
+        return (f"Program({where}{len(self.code)} instructions, {len(self.functions)} "
+                f"functions, {len(self.globals)} globals, fraction_bits={self.fraction_bits})")
+
+    def _repr_html_(self) -> str | None:
+        """Jupyter: the listing, syntax-highlighted, beside its source lines (rvm.jupyter)."""
+        try:
+            from rvm.jupyter import program_html
+        except ImportError:
+            return None
+        return program_html(self)

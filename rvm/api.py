@@ -62,6 +62,16 @@ class Result:
     machine: Machine
     garbage: list[str] = field(default_factory=list)   # globals left nonzero that should be zero
 
+    def __getstate__(self) -> dict:
+        """Pickled by value and versioned (rvm.interop.pickling); `machine` is None on the
+        receiving side (a machine is live state: run the program again for one)."""
+        from .interop.pickling import result_state
+        return result_state(self)
+
+    def __setstate__(self, state: dict) -> None:
+        from .interop.pickling import set_result_state
+        set_result_state(self, state)
+
 
 def run(program: Program | str | os.PathLike, values: Mapping[str, Any] | None = None, *,
         reverse: bool = False, max_steps: int | None = None,

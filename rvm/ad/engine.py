@@ -122,6 +122,16 @@ class Derivatives:
         """Names of the wrt cells in the order of the Hessian's rows: x, a[0], a[1], ..."""
         return [n for c in self.cells for n in c.names()]
 
+    def __getstate__(self) -> dict:
+        """Pickled by value and versioned (rvm.interop.pickling): the figures and the end
+        state's output words, not the machine."""
+        from ..interop.pickling import derivatives_state
+        return derivatives_state(self)
+
+    def __setstate__(self, state: dict) -> None:
+        from ..interop.pickling import set_derivatives_state
+        set_derivatives_state(self, state)
+
 
 _ELEMENT = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(?:\[\s*(\d+)\s*\])?\s*$")
 
@@ -656,6 +666,13 @@ class GradFn(_core.GradFnBase):
                                      drift=_drift(self.program, w[2], w[0]))
             self.fast_grad = None
         return self._last
+
+    def __reduce__(self) -> tuple:
+        """Pickled by value and versioned (rvm.interop.pickling): the program and grad_fn's
+        arguments; the receiving side makes its own machine and, if this one ran native code,
+        takes the same build from its cache or compiles it."""
+        from ..interop.pickling import reduce_gradfn
+        return reduce_gradfn(self)
 
 
 def grad_fn(program: Program | str | os.PathLike, of: str, wrt: str | Sequence[str], *,
