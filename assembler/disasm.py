@@ -121,7 +121,9 @@ class Disassembler:
             name = self.cells.take(g.name, f"g{g.addr}")
             self.place(name, g.addr, g.length)
             line = f"{g.role:<6} {name}: {_type(g.type, g.length, g.stack)}"
-            if g.default is not None and g.stack:
+            if g.default is not None and g.stack and not g.default[0]:
+                pass            # empty: as a stack without `= [...]` starts
+            elif g.default is not None and g.stack:
                 line += " = [" + ", ".join(word_text(int(w), g.type, self.F)
                                            for w in g.default[1:1 + int(g.default[0])]) + "]"
             elif g.default is not None:
@@ -313,8 +315,13 @@ class Disassembler:
         if "msg" in ops:
             m = ops["msg"]
             tr = self.p.traces[m - 1] if m else None
+            k = op.operands.index("cc")
+            # .rasm names the two compared values or none; the values the assembler's own
+            # checks report (a stack's size, a popped cell) are left to the message
+            names = tr.names if tr is not None and tr.names and len(tr.names) == 2 and \
+                list(tr.operands) == [vals[k + 1], vals[k + 2]] else ()
             kw["msg"] = "" if tr is None else f", {escape(tr.message)}" + "".join(
-                ", " + escape(n) for n in tr.names or ())
+                ", " + escape(n) for n in names)
         if "cc" in ops:
             k = op.operands.index("cc")
             cc = ops["cc"]
@@ -360,6 +367,10 @@ def rasm_problems(prog: Program) -> list[str]:
         for g in items:
             if g.length is not None and g.length < 1:
                 problems.append(f"{what} {g.name!r}: an array of {g.length} cells")
+            elif getattr(g, "stack", False) and g.default is not None and \
+                    0 <= g.default[0] < len(g.default) and any(g.default[1 + g.default[0]:]):
+                problems.append(f"stack {g.name!r}: its start value has nonzero cells above "
+                                f"its {g.default[0]} items")
             static.add(g.name, int(g.addr), g.length)
     static.seal()
     code = prog.code.tolist()

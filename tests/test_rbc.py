@@ -609,3 +609,8 @@ def test_local_array_of_no_cells_disassembles_without_it():
     text = disassemble(rbc.load_bytes(rbc.dump(p)))
     assert "var e" not in text
     assert np.array_equal(assemble(text).code, p.code)
+
+
+def test_stack_with_values_above_its_items_is_refused_at_load():
+    p = _main_only(ins("nop"), globals_=[Global("s", INT, 0, 4, INOUT, [1, 7, 0, 5], True)])
+    _no_rasm_form(p, "stack 's': its start value has nonzero cells above its 1 items")
