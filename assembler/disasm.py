@@ -17,9 +17,9 @@ import re
 from bisect import bisect_right
 
 from isa.functions import CMP_ALWAYS, CMP_SYMBOLS, cond_parts
+from isa.program import MODE_G, MODE_L, MODE_N, MODE_P, MODE_X, Function, Program, operand_parts
 from isa.table import OPS
 from isa.types import NumType
-from isa.program import MODE_G, MODE_L, MODE_N, MODE_P, MODE_X, Function, Program, operand_parts
 
 from .lexer import escape
 from .literals import word_text
@@ -186,8 +186,9 @@ class Disassembler:
         if f.frame_size > offset:
             decls.append(self.var(names.take("pad", "pad"), 0, offset, f.frame_size - offset))
         self.local_at.seal()
-        params = ", ".join(f"{n}: {_type(q.type, (-1 if q.length is None else q.length) if q.is_array else None, q.stack)}"
-                           for n, q in zip(self.pnames, f.params))
+        params = ", ".join(
+            f"{n}: {_type(q.type, (-1 if q.length is None else q.length) if q.is_array else None, q.stack)}"  # noqa: E501
+            for n, q in zip(self.pnames, f.params))
         self.out.append("")
         self.out.append(f"func {self.fnames[i]}({params}) {{")
         self.out += ["    " + d for d in decls]
@@ -355,6 +356,56 @@ def _aliased(prog: Program, targets: list[int], sources: list[int]) -> bool:
     return any(key(s) in seen for s in sources)
 
 
+def _function_problems(prog: Program, code: list, f: Function, static: _Runs, frame: _Runs,
+                       problems: list[str]) -> None:
+    """rasm_problems of the instructions of function f."""
+    def whole(pc: int, what: str, w: int, length: int) -> None:
+        mode, start = operand_parts(int(w))
+        if mode == MODE_P:
+            return
+        table, where = (static, "static memory") if mode == MODE_G else \
+            (frame, f"the frame of {f.name!r}")
+        if not _whole(table.get(start), start, length):
+            problems.append(f"pc {pc}: {what} is cells [{start}, {start + length}) of "
+                            f"{where}, not a whole declared array")
+
+    def scalar(pc: int, w: int) -> None:
+        mode, payload = operand_parts(int(w))
+        if mode == MODE_X:
+            x = prog.xtab[payload]
+            whole(pc, f"the array of indexed operand xtab[{payload}]", x.base, x.length)
+
+    for pc in range(f.begin + 1, f.end):
+        row = code[pc]
+        op = OPS[row[0]]
+        always = "cc" in op.operands and \
+            cond_parts(int(row[1 + op.operands.index("cc")]))[0] == CMP_ALWAYS
+        targets = [v for kind, v in zip(op.operands, row[1:]) if kind == "y"]
+        sources = [v for kind, v in zip(op.operands, row[1:]) if kind == "a" and not always]
+        if targets and _aliased(prog, targets, sources):
+            problems.append(f"pc {pc}: a source or index of `{op.name}` is its target")
+        for kind, v in zip(op.operands, row[1:]):
+            if kind == "y" or (kind == "a" and not always):
+                scalar(pc, v)
+            elif kind == "callsite":
+                for j, a in enumerate(prog.callsites[v].args):
+                    if a.length is None:
+                        scalar(pc, a.word)
+                    else:
+                        whole(pc, f"call argument {j}", a.word, a.length)
+            elif kind == "trace":
+                t = prog.traces[v]
+                for j, (w, n) in enumerate(zip(t.operands, t.lengths or
+                                               [None] * len(t.operands))):
+                    if n is None:
+                        scalar(pc, w)
+                    else:
+                        whole(pc, f"traced array {j}", w, n)
+            elif kind == "cc" and op.family == "assert" and \
+                    cond_parts(int(v))[0] == CMP_ALWAYS:
+                problems.append(f"pc {pc}: an `assert` without a condition")
+
+
 def rasm_problems(prog: Program) -> list[str]:
     """What in a verified Program the .rasm language cannot express, so that `disassemble`
     would refuse it: a global or constant array of no cells, an `assert` without a condition,
@@ -379,52 +430,7 @@ def rasm_problems(prog: Program) -> list[str]:
         for loc in f.locals:
             frame.add(loc.name, int(loc.offset), loc.length)
         frame.seal()
-
-        def whole(pc: int, what: str, w: int, length: int) -> None:
-            mode, start = operand_parts(int(w))
-            if mode == MODE_P:
-                return
-            table, where = (static, "static memory") if mode == MODE_G else \
-                (frame, f"the frame of {f.name!r}")
-            if not _whole(table.get(start), start, length):
-                problems.append(f"pc {pc}: {what} is cells [{start}, {start + length}) of "
-                                f"{where}, not a whole declared array")
-
-        def scalar(pc: int, w: int) -> None:
-            mode, payload = operand_parts(int(w))
-            if mode == MODE_X:
-                x = prog.xtab[payload]
-                whole(pc, f"the array of indexed operand xtab[{payload}]", x.base, x.length)
-
-        for pc in range(f.begin + 1, f.end):
-            row = code[pc]
-            op = OPS[row[0]]
-            always = "cc" in op.operands and \
-                cond_parts(int(row[1 + op.operands.index("cc")]))[0] == CMP_ALWAYS
-            targets = [v for kind, v in zip(op.operands, row[1:]) if kind == "y"]
-            sources = [v for kind, v in zip(op.operands, row[1:]) if kind == "a" and not always]
-            if targets and _aliased(prog, targets, sources):
-                problems.append(f"pc {pc}: a source or index of `{op.name}` is its target")
-            for kind, v in zip(op.operands, row[1:]):
-                if kind == "y" or (kind == "a" and not always):
-                    scalar(pc, v)
-                elif kind == "callsite":
-                    for j, a in enumerate(prog.callsites[v].args):
-                        if a.length is None:
-                            scalar(pc, a.word)
-                        else:
-                            whole(pc, f"call argument {j}", a.word, a.length)
-                elif kind == "trace":
-                    t = prog.traces[v]
-                    for j, (w, n) in enumerate(zip(t.operands, t.lengths or
-                                                   [None] * len(t.operands))):
-                        if n is None:
-                            scalar(pc, w)
-                        else:
-                            whole(pc, f"traced array {j}", w, n)
-                elif kind == "cc" and op.family == "assert" and \
-                        cond_parts(int(v))[0] == CMP_ALWAYS:
-                    problems.append(f"pc {pc}: an `assert` without a condition")
+        _function_problems(prog, code, f, static, frame, problems)
     return problems
 
 

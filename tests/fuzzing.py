@@ -25,7 +25,6 @@ RVMError of a run) are passes; FAILURES are "traceback", "hang", "crash" and "co
 from __future__ import annotations
 
 import json
-import math
 import random
 import re
 import signal
@@ -35,7 +34,7 @@ import time
 import traceback
 import zlib
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -102,7 +101,7 @@ def _main_thread() -> bool:
 
 
 # ---- corpus -------------------------------------------------------------------------------
-@lru_cache(maxsize=None)
+@cache
 def sources() -> tuple[tuple[str, str, str], ...]:
     """(path, text, kind) of the seed sources: programs/**/*.rasm, tests/janus/**/*.ja."""
     out = []
@@ -113,7 +112,7 @@ def sources() -> tuple[tuple[str, str, str], ...]:
     return tuple(out)
 
 
-@lru_cache(maxsize=None)
+@cache
 def rbc_files() -> tuple[bytes, ...]:
     """.rbc bytes of every seed source that assembles."""
     from assembler import AssemblyError, assemble, assemble_janus, rbc

@@ -312,8 +312,9 @@ def test_janus_programs_disassemble_to_text_that_assembles():
     """Named stacks (a `stack` input that starts empty; the assembler's own asserts, whose
     messages report a stack's size or a popped cell) have a .rasm form: the text assembles to the
     same program up to the numbering of side tables and the names of reported values."""
-    from assembler import AssemblyError, assemble_janus
     from fuzzing import resolved
+
+    from assembler import AssemblyError, assemble_janus
     done = 0
     for path in JANUS:
         try:

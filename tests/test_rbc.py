@@ -16,8 +16,22 @@ from isa.functions import CMP_ALWAYS, CMP_LT, cond_word
 from isa.table import OP_BY_NAME, ROW_WIDTH
 from isa.types import FIXED, FLOAT, INT, LNS
 from rvm.errors import FormatError, InvalidBytecode
-from rvm.program import (INOUT, INPUT, OUTPUT, Arg, CallSite, Const, Function, Global, Local,
-                         Param, Program, Trace, XEntry, operand)
+from rvm.program import (
+    INOUT,
+    INPUT,
+    OUTPUT,
+    Arg,
+    CallSite,
+    Const,
+    Function,
+    Global,
+    Local,
+    Param,
+    Program,
+    Trace,
+    XEntry,
+    operand,
+)
 
 
 # ---- a small valid program (local helper: no dependency on the assembler) -------------------
@@ -519,6 +533,7 @@ def test_huge_frame_disassembles_in_time_and_memory_of_the_file():
     """A 2**32-cell frame (the verifier's limit) in a file of a few hundred bytes: one `var`
     line, at once (it used to take 18 s and 5.5 GB per 2**28 cells, then a MemoryError)."""
     import time
+
     from assembler import assemble, disassemble
     from rvm.verify import MAX_CELLS
     p = _main_only(ins("inc.i", L(5)), ins("dec.i", L(MAX_CELLS - 1)), frame_size=MAX_CELLS,
@@ -535,6 +550,7 @@ def test_huge_frame_disassembles_in_time_and_memory_of_the_file():
 
 def test_huge_global_array_disassembles_in_time_and_memory_of_the_file():
     import time
+
     from assembler import disassemble
     p = _main_only(ins("inc.i", G((1 << 31) + 1)), globals_=[Global("a", INT, 0, 1 << 32, INOUT)])
     t0 = time.perf_counter()
@@ -546,6 +562,7 @@ def test_huge_global_array_disassembles_in_time_and_memory_of_the_file():
 def test_many_labels_of_one_name_disassemble_in_linear_time():
     """Names are made unique without retrying every suffix taken before (that was quadratic)."""
     import time
+
     from assembler import assemble, disassemble
     n = 4000
     p = _main_only(*[ins("nop")] * n, labels={pc: "x" for pc in range(1, n + 1)})
