@@ -71,7 +71,7 @@ def test_end_and_back_restores_every_cell(tmp_path, capsys, name, values):
 def test_single_steps_forward_then_back(tmp_path, capsys):
     n = 60
     rc, out, _ = debug(tmp_path, capsys, PROGRAMS / "bubble_sort.rasm",
-                       ["info globals"] + ["step"] * n + ["rs"] * n + ["info globals"])
+                       ["info globals"] + ["stepi"] * n + ["rsi"] * n + ["info globals"])
     assert rc == 0
     assert f"(rdb t={n} >) rs" in out and "(rdb t=0 >) info globals" in out
     assert after(out, "info globals", 0) == after(out, "info globals", 1)
@@ -200,7 +200,7 @@ def test_next_finish_and_reverse_counterparts():
 
 def test_trap_stops_and_can_be_reverse_stepped(tmp_path, capsys):
     rc, out, err = debug(tmp_path, capsys, AVERAGE,
-                         ["continue", "reverse-step", "print s", "last s", "step", "continue"])
+                         ["continue", "reverse-stepi", "print s", "last s", "step", "continue"])
     assert rc == 0, err
     trap = after(out, "continue", 0)
     assert "Trap: AncillaError: main returns with local s = 5" in trap
@@ -354,8 +354,9 @@ def test_until_a_line_from_the_start_stops_there(tmp_path, capsys):
 
 def test_the_help_examples_run(capsys):
     """Every `rvm debug` line of the --help epilog runs without a failed command."""
-    from rvm.debug.cli import EPILOG
     import shlex
+
+    from rvm.debug.cli import EPILOG
     lines = [ln.strip() for ln in EPILOG.splitlines() if ln.strip().startswith("rvm debug")
              and "--batch" in ln and "-x" not in ln.split()]
     assert lines

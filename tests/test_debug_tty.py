@@ -84,7 +84,7 @@ def test_ctrl_c_interrupts_a_long_run():
         child.expect(r"\(rdb t=(\d+) >\) ")
         t = int(child.match.group(1))
         assert "Interrupted after" in screen(child) and t > 1000
-        child.sendline("reverse-step 3")
+        child.sendline("reverse-stepi 3")
         child.expect_exact(f"(rdb t={t - 3} >) ")
         child.sendline("q")
         child.expect(pexpect.EOF)

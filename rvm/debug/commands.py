@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
-
+from typing import Any
 
 from ..errors import RVMError, Trap
 from .cells import CellError, Ref, format_value, hex_word
@@ -199,6 +199,14 @@ class Debugger:
                            f", running {way}" if stop.direction < 0 else "")
         elif r == "watch":
             pass                                    # the changes below say it
+        elif r == "read":
+            for c in stop.watched:
+                if c.watch is not None:
+                    self.out.print((f"Read watchpoint {c.watch.number}", "bold red"),
+                                   f": {c.name} = {format_value(c.new)}  read by ",
+                                   (s.m.format_instruction(c.pc), "bold"),
+                                   f" at {s.where(c.pc)}" +
+                                   (", running backward" if stop.direction < 0 else ""))
         elif r == "finish":
             self.out.print(("Run till exit", "bold") if stop.direction > 0 else
                            ("Back before the call", "bold"),
@@ -229,14 +237,15 @@ class Debugger:
         # the stop was met running backward (the machine then saw new -> old)
         t_write = s.t - 1 if stop.direction > 0 else s.t
         for c in stop.watched:
-            if c.watch is None:
+            if c.watch is None or r == "read":
                 continue
             old, new = (c.old, c.new) if stop.direction > 0 else (c.new, c.old)
             self.out.print((f"Watchpoint {c.watch.number}", "bold red"), f": {c.name}  ",
                            format_value(old), " -> ", (format_value(new), "bold"),
                            "  by ", (s.m.format_instruction(c.pc), "bold"),
                            f" at {s.where(c.pc)} (t={t_write} -> {t_write + 1})")
-        if any(c.watch is not None for c in stop.watched) and stop.direction < 0:
+        if r == "watch" and any(c.watch is not None for c in stop.watched) and \
+                stop.direction < 0:
             self.note("(old -> new in the order of time; running backward the write was "
                       "undone: stopped just before it, `step` redoes it)")
         self.show_position(*s.changes(before))
@@ -274,21 +283,33 @@ class Debugger:
 
     # ---- forward ----------------------------------------------------------------------------
 
-    @_cmd("step", ("s", "stepi", "si"), "forward", "step [N]",
-          "run N instructions (default 1), entering calls",
+    @_cmd("step", ("s",), "forward", "step [N]",
+          "run to the next source line (N lines), entering calls",
           """
-Runs N instructions in the current direction (see `direction`), stepping into calls.
-A breakpoint, a watchpoint, the end, a trap or Ctrl-C stop it earlier.  Each stop prints
-the reason, t, file:line, the next instruction and the cells that changed (old -> new).""")
+Runs until the machine reaches an instruction on another source line, in any frame (a call
+is entered: the callee's first line).  `stepi` steps by instruction.  A breakpoint, a
+watchpoint, the end, a trap or Ctrl-C stop it earlier.  Each stop prints the reason, t,
+file:line, the next instruction and the cells that changed (old -> new).""")
     def do_step(self, arg: str) -> None:
+        self._move(lambda: self.s.step_line(_count(arg), self._dir(False), over=False))
+
+    @_cmd("stepi", ("si",), "forward", "stepi [N]",
+          "run N instructions (default 1), entering calls")
+    def do_stepi(self, arg: str) -> None:
         self._move(lambda: self.s.step(_count(arg), self._dir(False)))
 
-    @_cmd("next", ("n", "nexti", "ni"), "forward", "next [N]",
-          "run N instructions of this frame: a call runs as one step",
+    @_cmd("next", ("n",), "forward", "next [N]",
+          "run to the next source line of this frame (N lines): a call runs as one step",
           """
-Like `step`, but a call (or uncall) runs to its return as one step.  At the last
-instruction of a function it returns into the caller.""")
+Like `step`, but a call (or uncall) runs to its return as one step: it stops at the next
+line of this function, or in the caller when the function returns.  `nexti` goes by
+instruction.""")
     def do_next(self, arg: str) -> None:
+        self._move(lambda: self.s.step_line(_count(arg), self._dir(False), over=True))
+
+    @_cmd("nexti", ("ni",), "forward", "nexti [N]",
+          "run N instructions of this frame: a call runs as one step")
+    def do_nexti(self, arg: str) -> None:
         self._move(lambda: self.s.next(_count(arg), self._dir(False)))
 
     @_cmd("continue", ("c", "cont"), "forward", "continue",
@@ -319,18 +340,29 @@ bottom of a loop it runs until the loop is left.""")
 
     # ---- reverse ----------------------------------------------------------------------------
 
-    @_cmd("reverse-step", ("rs", "back", "rsi"), "reverse", "reverse-step [N]",
-          "undo N instructions (default 1), entering calls backward",
+    @_cmd("reverse-step", ("rs", "back"), "reverse", "reverse-step [N]",
+          "back to the start of the previous source line (N lines), entering calls backward",
           """
-Runs N instructions backward: each runs its exact inverse, so the state at t-1 comes back
-bit for bit (int, fixed and lns; float within rounding).  Nothing was recorded: stepping
-back needs no log and no memory that grows with the run.""")
+Runs backward to the first instruction of the previous line (in any frame): exactly where
+a forward `step` from there began, so `step` and `reverse-step` retrace each other.  Each
+instruction runs its exact inverse, so the state comes back bit for bit (int, fixed and lns;
+float within rounding).  Nothing was recorded.  `reverse-stepi` goes by instruction.""")
     def do_reverse_step(self, arg: str) -> None:
+        self._move(lambda: self.s.step_line(_count(arg), self._dir(True), over=False))
+
+    @_cmd("reverse-stepi", ("rsi",), "reverse", "reverse-stepi [N]",
+          "undo N instructions (default 1), entering calls backward")
+    def do_reverse_stepi(self, arg: str) -> None:
         self._move(lambda: self.s.step(_count(arg), self._dir(True)))
 
-    @_cmd("reverse-next", ("rn", "rni"), "reverse", "reverse-next [N]",
-          "undo N instructions of this frame: a call is undone as one step")
+    @_cmd("reverse-next", ("rn",), "reverse", "reverse-next [N]",
+          "back to the start of the previous line of this frame: a call is undone as one step")
     def do_reverse_next(self, arg: str) -> None:
+        self._move(lambda: self.s.step_line(_count(arg), self._dir(True), over=True))
+
+    @_cmd("reverse-nexti", ("rni",), "reverse", "reverse-nexti [N]",
+          "undo N instructions of this frame: a call is undone as one step")
+    def do_reverse_nexti(self, arg: str) -> None:
         self._move(lambda: self.s.next(_count(arg), self._dir(True)))
 
     @_cmd("reverse-continue", ("rc",), "reverse", "reverse-continue",
@@ -397,6 +429,35 @@ stored per step.""")
                                  f"end or a bookmark") from None
             target = self.s.t + n if arg[0] in "+-" else n
         self._move(lambda: self.s.goto(target))
+
+    @_cmd("run", ("r",), "time", "run",
+          "from the start (t=0), run forward until a breakpoint, a watchpoint, a trap or the end",
+          """
+gdb's `run`: the program starts again from its inputs (the state at t=0, reached by running
+back or from the stored start) and continues forward.""")
+    def do_run(self, arg: str) -> None:
+        before = self.s.capture()
+        t0 = self.s.t
+        s = self.s.goto("start")
+        if s.reason not in ("goto", "start"):
+            self.report(s, before)
+            return
+        stop = self.s.run(+1)
+        stop.t0 = t0
+        self.report(stop, before)
+
+    @_cmd("start", (), "time", "start",
+          "from the start (t=0), run to the first line of main's body")
+    def do_start(self, arg: str) -> None:
+        before = self.s.capture()
+        s = self.s.goto("start")
+        if s.reason not in ("goto", "start"):
+            self.report(s, before)
+            return
+        entry = self.s.program.functions[-1]
+        main = next((f for f in self.s.program.functions if f.name == "main"), entry)
+        pc = main.begin + 1 if main.begin + 1 <= main.end else main.begin
+        self.report(self.s.until({pc}, +1), before)
 
     @_cmd("bookmark", ("bm",), "time", "bookmark [NAME]",
           "name the current step (goto NAME comes back)")
@@ -558,19 +619,34 @@ instruction is about to run.  See also tbreak, condition, delete, disable, enabl
 
     # ---- watch -------------------------------------------------------------------------------
 
-    @_cmd("watch", ("w",), "watch", "watch CELL",
+    @_cmd("watch", ("w",), "watch", "watch CELL [if COND]",
           "stop whenever a cell (or any cell of an array/slice) changes, in either direction",
           """
-CELL is a name, name[i], name[a:b] or @ADDR.  Each stop prints old -> new and the
-instruction that wrote it.  Running backward the stop is just before the write.  A local
-is watched in the frame it names now.""")
-    def do_watch(self, arg: str) -> None:
+CELL is a name, name[i], name[a:b] or @ADDR.  Each stop prints old -> new in the order of
+time and the instruction that wrote it.  Running backward the stop is just before the write.
+`if COND` stops only when the expression is true after the change (forward; before it,
+backward).  A local is watched in the frame it names now.""")
+    def do_watch(self, arg: str, kind: str = "write") -> None:
         if not arg.strip():
-            raise DebugError("watch needs a cell: watch x, watch xs[2], watch xs[0:3]")
-        wp = self.s.add_watch(arg)
+            raise DebugError(f"{'r' if kind == 'read' else ''}watch needs a cell: watch x, "
+                             "watch xs[2], watch xs[0:3] [if COND]")
+        m = re.match(r"^(.*?)(?:\s+if\s+(.*))?$", arg.strip())
+        assert m is not None
+        wp = self.s.add_watch(m.group(1), m.group(2), kind)
         value = format_value(self.s.scope().value(wp.ref))
-        self.out.print((f"Watchpoint {wp.number}", "bold"), f": {wp.ref.name} = {value}",
-                       "" if wp.where == "global" else f" (in {wp.where})")
+        kind_name = "Read watchpoint" if kind == "read" else "Watchpoint"
+        self.out.print((f"{kind_name} {wp.number}", "bold"), f": {wp.ref.name} = {value}",
+                       "" if wp.where == "global" else f" (in {wp.where})",
+                       f" if {wp.condition}" if wp.condition else "")
+
+    @_cmd("rwatch", ("rw",), "watch", "rwatch CELL [if COND]",
+          "stop before an instruction reads a cell, in either direction",
+          """
+Stops where an instruction that reads CELL as a source (an input of an update, an operand
+of a condition or a trace) is about to run forward, as a breakpoint would, running forward
+and backward.  A cell read through an index or a parameter is found at run time.""")
+    def do_rwatch(self, arg: str) -> None:
+        self.do_watch(arg, kind="read")
 
     @_cmd("last", ("lw",), "watch", "last CELL",
           "run back to the most recent write of a cell and say who wrote it",
@@ -667,7 +743,8 @@ len/abs/min/max/sum.  `print/x` prints the raw 64-bit words in hex.""")
         for x in arg.split() or list(self.displays):
             self.displays.pop(_count(str(x), -1), None)
 
-    @_cmd("info", ("i",), "inspect", "info locals|globals|stack|frames|breakpoints|display",
+    @_cmd("info", ("i",), "inspect",
+          "info locals|globals|stack|frames|breakpoints|display|line [LOC]",
           "locals and parameters, globals, the value stack, frames, breakpoints")
     def do_info(self, arg: str) -> None:
         what = arg.strip().split(" ")[0]
@@ -676,18 +753,38 @@ len/abs/min/max/sum.  `print/x` prints the raw 64-bit words in hex.""")
                  "stack": self.info_stack, "frames": self.do_where, "frame": self.do_where,
                  "breakpoints": self.info_breakpoints, "watchpoints": self.info_breakpoints,
                  "break": self.info_breakpoints, "display": self.do_display,
-                 "bookmarks": self.do_bookmarks, "time": self.do_when}
+                 "bookmarks": self.do_bookmarks, "time": self.do_when,
+                 "line": self.info_line}
         fn = next((fn for k, fn in table.items() if what and k.startswith(what)), None)
         if fn is None:
             raise DebugError("info takes locals, globals, stack, frames, breakpoints, display, "
-                             "bookmarks or time")
-        fn("")
+                             "bookmarks, time or line")
+        fn(arg.strip()[len(what):].strip())
 
     def _cell_rows(self, refs: list[Ref], scope: Any = None) -> None:
         scope = scope or self.s.scope()
         self.out.table([[ref.name, format_value(scope.value(ref)),
                          ref.type.name.lower() if ref.type is not None else ""]
                         for ref in refs], styles=["cyan", None, "dim"])
+
+    def info_line(self, arg: str = "") -> None:
+        """`info line [LOCATION]`: the instructions (pcs) of a source line."""
+        s = self.s
+        if arg:
+            desc, pcs = self.resolve_location(arg)
+            line = s.line_of(pcs[0])
+        else:
+            line = s.line_of(s.frame_pc(s.level))
+        if line is None:
+            raise DebugError("no source line here")
+        pcs = [pc for pc in range(len(s.program.code)) if s.line_of(pc) == line]
+        if not pcs:
+            raise DebugError(f"no code at {line[0]}:{line[1]}")
+        self.out.print(f"Line {line[1]} of {line[0]} is at pc {pcs[0]}" +
+                       (f" to {pcs[-1]}" if len(pcs) > 1 else "") +
+                       f" ({len(pcs)} instruction{'s' if len(pcs) != 1 else ''}):")
+        for pc in pcs:
+            self.out.print(f"  {pc:>5}  {s.m.format_instruction(pc)}")
 
     def info_locals(self, arg: str = "") -> None:
         level = self.s.level
@@ -735,8 +832,10 @@ len/abs/min/max/sum.  `print/x` prints the raw 64-bit words in hex.""")
                              "y" if bp.enabled else "n", where, str(bp.hits)])
             else:
                 wp = s.watchpoints[n]
-                rows.append([str(n), "watch", "y" if wp.enabled else "n",
-                             wp.ref.name + ("" if wp.where == "global" else f" in {wp.where}"),
+                rows.append([str(n), "rwatch" if wp.kind == "read" else "watch",
+                             "y" if wp.enabled else "n",
+                             wp.ref.name + ("" if wp.where == "global" else f" in {wp.where}")
+                             + (f" if {wp.condition}" if wp.condition else ""),
                              str(wp.hits)])
         self.out.table(rows, ["num", "type", "enabled", "where", "hits"])
 
@@ -772,6 +871,52 @@ len/abs/min/max/sum.  `print/x` prints the raw 64-bit words in hex.""")
         pc = s.frame_pc(lv)
         self.out.print((f"#{s.depth - 1 - lv} {f.name}", "bold"), f" at {s.where(pc)}, "
                        f"pc {pc}: {s.m.format_instruction(pc)}")
+
+    @_cmd("frame", ("f",), "inspect", "frame [N]",
+          "select frame N (#N in `where`, 0 the innermost); none: show the selected one")
+    def do_frame(self, arg: str) -> None:
+        s = self.s
+        if s.depth == 0:
+            raise DebugError("no frames")
+        if not arg.strip():
+            lv = s.level
+            assert lv is not None
+            self._select(lv)
+            return
+        n = _count(arg, 0)
+        if n >= s.depth:
+            raise DebugError(f"no frame #{n} (the stack has {s.depth})")
+        self._select(s.depth - 1 - n)
+
+    @_cmd("x", (), "inspect", "x[/N] CELL|@ADDR",
+          "examine memory: N raw words from a cell or address, with their decoded values",
+          """
+`x/4 xs` shows 4 cells from xs[0]: the address, the name, the raw word in hex and the value
+by the cell's type; `x @12` one raw cell.""")
+    def do_x(self, arg: str) -> None:
+        count = None
+        if arg.startswith("/"):
+            fmt, _, arg = arg[1:].partition(" ")
+            digits = "".join(ch for ch in fmt if ch.isdigit())
+            count = int(digits) if digits else None
+        if not arg.strip():
+            raise DebugError("x needs a cell or @ADDR")
+        scope = self.s.scope()
+        ref = scope.reference(arg)
+        n = count if count is not None else (ref.length or 1)
+        mem = self.s.m.mem
+        rows = []
+        for k in range(n):
+            addr = ref.addr + k
+            if addr >= len(mem):
+                break
+            name = scope.name_of(addr) or f"@{addr}"
+            word = int(mem[addr])
+            cell = scope.reference(name) if not name.startswith("@") else None
+            value = format_value(scope.value(cell)) if cell is not None and \
+                cell.length is None else str(word)
+            rows.append([f"@{addr}", name, hex_word(word), value])
+        self.out.table(rows)
 
     @_cmd("up", (), "inspect", "up [N]", "select the caller's frame (N levels up)")
     def do_up(self, arg: str) -> None:

@@ -19,14 +19,17 @@ one copy of the globals, used to restart when that is shorter than running back.
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any
 
 import numpy as np
 
+from isa.functions import CMP_ALWAYS, cond_parts
+
 from ..errors import Trap
 from ..machine import Machine, TraceEvent
-from ..program import Program
+from ..program import MODE_G, MODE_L, MODE_N, MODE_P, MODE_X, Program, operand_parts
 from ..values import decode
 from .cells import CellError, Ref, Scope
 
@@ -56,6 +59,9 @@ class Watchpoint:
     words: list[int]            # last seen words, for old -> new
     enabled: bool = True
     hits: int = 0
+    condition: str | None = None
+    kind: str = "write"         # "write" (watch) or "read" (rwatch)
+    pcs: frozenset[int] = frozenset()   # rwatch: the instructions that may read it
 
     @property
     def addrs(self) -> list[int]:
@@ -228,15 +234,23 @@ class Session:
         self.breakpoints[bp.number] = bp
         return bp
 
-    def add_watch(self, text: str) -> Watchpoint:
+    def add_watch(self, text: str, condition: str | None = None,
+                  kind: str = "write") -> Watchpoint:
         ref = self.scope().reference(text)
+        if condition is not None:
+            condition = condition.strip() or None
+            if condition is not None:
+                self.scope()._parse(condition)
         level = self.level
         local = level is not None and ref.addr >= self.program.n_static
         where = "global"
         if local:
             f = self.program.functions[self.m.core.frame(level)[0]].name
             where = f"{f} (depth {level + 1})"
-        wp = Watchpoint(self._next_number(), ref, where, self._words(ref))
+        wp = Watchpoint(self._next_number(), ref, where, self._words(ref), condition=condition,
+                        kind=kind)
+        if kind == "read":
+            wp.pcs = frozenset(self._may_read(set(wp.addrs)))
         self.watchpoints[wp.number] = wp
         return wp
 
@@ -309,9 +323,13 @@ class Session:
                 if bp.enabled:
                     for pc in bp.pcs:
                         user.setdefault(pc, []).append(bp)
-        wps = [wp for wp in self.watchpoints.values() if wp.enabled] if stops else []
+        live = [wp for wp in self.watchpoints.values() if wp.enabled] if stops else []
+        wps = [wp for wp in live if wp.kind == "write"]
+        rws = [wp for wp in live if wp.kind == "read"]
         addrs = [a for wp in wps for a in wp.addrs] + list(watch or ())
         forward_pcs = set(user) | (target.pcs if target else set())
+        for wp in rws:
+            forward_pcs |= wp.pcs
         back_pcs = self._backward_pcs(forward_pcs) if direction < 0 else set()
         self._arm(forward_pcs if direction > 0 else back_pcs, addrs)
         for wp in wps:
@@ -337,6 +355,18 @@ class Session:
                 if bp.temporary:
                     del self.breakpoints[bp.number]
                 return stop("breakpoint", breakpoint=bp, note=note)
+            if rws:
+                reads = self.reads(pc)
+                seen = []
+                for wp in rws:
+                    hit = [r for r in wp.ref.elements() if r.addr in reads]
+                    if hit and self._holds(wp.condition):
+                        wp.hits += 1
+                        seen += [Change(r.name, self._decode(r, int(m.mem[r.addr])),
+                                        self._decode(r, int(m.mem[r.addr])), pc, wp)
+                                 for r in hit]
+                if seen:
+                    return stop("read", watched=seen)
             return None
 
         def watch_stop(base: Stop | None) -> Stop | None:
@@ -344,7 +374,9 @@ class Session:
             changes = []
             for wp in wps:
                 now = self._words(wp.ref)
-                if now != wp.words:
+                if now != wp.words and not self._holds(wp.condition):
+                    wp.words = now
+                elif now != wp.words:
                     for k, (a, b) in enumerate(zip(wp.words, now)):
                         if a != b:
                             name = wp.ref.elements()[k].name if wp.ref.length else wp.ref.name
@@ -419,6 +451,15 @@ class Session:
             if m.status == "end":
                 self.end_t = m.t
 
+    def _holds(self, condition: str | None) -> bool:
+        """A stop's condition in the top frame (an error in it stops: the user sees why)."""
+        if condition is None:
+            return True
+        try:
+            return bool(self.scope(None).evaluate(condition))
+        except CellError:
+            return True
+
     def _decode(self, ref: Ref, word: int) -> Any:
         return word if ref.type is None else decode(ref.type, word, self.program.fraction_bits)
 
@@ -433,7 +474,7 @@ class Session:
         for _ in range(n):
             d = self.depth
             s = self.run(direction, 1)
-            if s.reason == "step" and self.depth > d:
+            if s.reason == "step" and self.depth > d > 0:     # entering main is one step
                 s = self.finish(self.depth - 1, direction, reason="step")
             if s.reason != "step":
                 break
@@ -442,7 +483,7 @@ class Session:
         return s
 
     def finish(self, level: int | None = None, direction: int = +1,
-               reason: str = "finish") -> Stop:
+               reason: str = "finish", stops: bool = True) -> Stop:
         """Run until frame `level` (default: the selected one) returns to its caller
         (backward: until just before its call)."""
         if level is None:
@@ -456,7 +497,7 @@ class Session:
         else:
             back = ret_pc                                   # just before the call
         target = _Target({back}, lambda pc: self.depth <= level, reason)
-        return self.run(direction, target=target)
+        return self.run(direction, target=target, stops=stops)
 
     def until(self, pcs: set[int] | None = None, direction: int = +1) -> Stop:
         """Run to one of `pcs` (any frame); without pcs, to a later line of this frame
@@ -493,6 +534,148 @@ class Session:
             pcs = set(pcs) | {ret_pc + int(core.frame(level - 1)[4]) if direction > 0
                               else ret_pc}
         return self.run(direction, target=_Target(set(pcs), accept, "until"))
+
+
+    # ---- by source line ---------------------------------------------------------------------
+
+    def line_of(self, pc: int) -> tuple[str, int] | None:
+        loc = self.location(pc)
+        return (loc[0], loc[1]) if loc else None
+
+    def _other_lines(self, here: tuple[str, int] | None, func: Any = None) -> set[int]:
+        """The pcs (of `func`, or of the whole program) whose source line is not `here`."""
+        lo, hi = (func.begin, func.end + 1) if func is not None else (0, len(self.program.code))
+        return {pc for pc in range(lo, hi) if self.line_of(pc) != here}
+
+    def _line_target(self, over: bool, reason: str) -> _Target:
+        """Stop at the next instruction on another line: in any frame (`step`), or in this
+        frame or a caller (`next`: calls run as one step)."""
+        here = self.line_of(self.pc)
+        level = self.level
+        if not over or level is None:
+            return _Target(self._other_lines(here), lambda pc: True, reason)
+        d = self.depth
+        pcs = self._other_lines(here, self.program.function_at(self.pc))
+        if level > 0:
+            core = self.m.core
+            pcs.add(int(core.frame(level)[3]) + int(core.frame(level - 1)[4]))
+            pcs.add(int(core.frame(level)[3]))
+
+        def accept(pc: int) -> bool:
+            return self.depth < d or (self.depth == d and self.line_of(pc) != here)
+        return _Target(pcs, accept, reason)
+
+    def step_line(self, n: int = 1, direction: int = +1, over: bool = False) -> Stop:
+        """`n` source lines: forward to the first instruction of the next line met (`over`:
+        in this frame or a caller, a call runs as one step); backward to the first
+        instruction of the previous line, where a forward `step`/`next` from there started,
+        so that going back retraces the forward stops exactly."""
+        t0 = self.t
+        s = None
+        for _ in range(n):
+            s = self._line_forward(over) if direction > 0 else self._line_backward(over)
+            if s.reason != "step":
+                break
+        if s is None:
+            return Stop("step", direction, t0, t0)
+        s.t0 = t0
+        return s
+
+    def _line_forward(self, over: bool) -> Stop:
+        s = self.run(+1, target=self._line_target(over, "step"))
+        return s
+
+    def _line_backward(self, over: bool) -> Stop:
+        t0 = self.t
+        # the previous instruction (from the end: main's `end`, not the whole of main)
+        s = self.next(1, -1) if over and self.depth > 0 else self.run(-1, 1)
+        if s.reason != "step":
+            return s
+        # back while the instruction before is still on this line, one too far, and redo it
+        s = self.run(-1, target=self._line_target(over, "line"))
+        if s.reason == "line":
+            d = self.depth
+            is_call = self.program.op_at(self.pc).name in ("call", "uncall")
+            r = self.run(+1, 1, stops=False)
+            if over and is_call and r.reason == "step" and self.depth > d:
+                self.finish(self.depth - 1, +1, stops=False)
+            s = Stop("step", -1, t0, self.t)
+        elif s.reason == "start":
+            s = Stop("step", -1, t0, self.t)
+        s.t0 = t0
+        return s
+
+    # ---- what an instruction reads ------------------------------------------------------------
+
+    def _operand_addrs(self, word: int, level: int) -> set[int]:
+        """The absolute addresses an operand word reads in frame `level` now (an indexed
+        operand reads its index cell too)."""
+        mode, q = operand_parts(word)
+        core = self.m.core
+        if mode == MODE_G:
+            return {q}
+        if level < 0:
+            return set()
+        if mode == MODE_L:
+            return {int(core.frame(level)[1]) + q}
+        if mode == MODE_P:
+            try:
+                return {int(core.param(level, q)[0])}
+            except IndexError:
+                return set()
+        if mode == MODE_X and 0 <= q < len(self.program.xtab):
+            x = self.program.xtab[q]
+            idx = self._operand_addrs(x.index, level)
+            bmode, bq = operand_parts(x.base)
+            base = self._operand_addrs(x.base, level) if bmode != MODE_X else set()
+            if len(idx) == 1 and len(base) == 1:
+                k = int(self.m.mem[next(iter(idx))])
+                return idx | {next(iter(base)) + k}
+            return idx
+        return set()
+
+    def _read_words(self, pc: int) -> list[int]:
+        program = self.program
+        row = [int(w) for w in program.code[pc]]
+        op = program.op_at(pc)
+        if op.name in ("jmp", "join", "assert"):
+            return [] if cond_parts(row[1])[0] == CMP_ALWAYS else [row[2], row[3]]
+        if op.family == "xorcmp":
+            return [row[3], row[4]]
+        if op.name == "trace":
+            return list(program.traces[row[1]].operands) if 0 <= row[1] < len(program.traces) \
+                else []
+        if op.name in ("call", "uncall", "begin", "end"):
+            return []
+        return [row[k] for k, kind in enumerate(op.operands, start=1) if kind == "a"]
+
+    def reads(self, pc: int | None = None) -> set[int]:
+        """The addresses the instruction at pc (default: the next one) reads as a source in
+        the top frame now: the inputs of an update, a condition's operands, a trace's."""
+        pc = self.pc if pc is None else pc
+        level = self.m.depth - 1
+        out: set[int] = set()
+        for w in self._read_words(pc):
+            out |= self._operand_addrs(w, level)
+        return out
+
+    def _may_read(self, addrs: set[int]) -> set[int]:
+        """The pcs whose instruction may read one of `addrs` (a superset: any parameter,
+        local or indexed operand whose cell is only known at run time)."""
+        out = set()
+        static = self.program.n_static
+        for pc in range(len(self.program.code)):
+            for w in self._read_words(pc):
+                mode, q = operand_parts(w)
+                if mode == MODE_G and q not in addrs:
+                    continue
+                if mode == MODE_L and all(a < static for a in addrs):
+                    continue
+                if mode == MODE_N:
+                    continue
+                out.add(pc)
+                break
+        return out
 
     # ---- time travel ----------------------------------------------------------------------
 
