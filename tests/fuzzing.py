@@ -569,13 +569,13 @@ class _Gen:
             return self.leaf(kind, avoid)
         a, b = self.expr(kind, avoid, d + 1), self.expr(kind, avoid, d + 1)
         if kind == "int":
-            op = r.choice(["+", "-", "*", "^", "&", "|", "+", "-"])
+            op = r.choice(["+", "-", "*", "^", "&", "|", "+", "-", "/", "%", "<<", ">>"])
             return f"({a} {op} {b})"
         x = r.random()
         if x < 0.6:
-            return f"({a} {r.choice(['+', '-', '*', '+', '-'])} {b})"
+            return f"({a} {r.choice(['+', '-', '*', '+', '-', '/'])} {b})"
         if x < 0.8:
-            return f"{r.choice(['sin', 'cos', 'atan', 'tanh'])}({a})"
+            return f"{r.choice(['sin', 'cos', 'atan', 'tanh', 'sqrt', 'exp', 'log', 'abs'])}({a})"
         if x < 0.9:
             return f"-{a}"
         conv = [c for c in INTS if c not in avoid]
@@ -630,7 +630,19 @@ class _Gen:
     def control(self, forbid: set[str]) -> list[str]:
         r = self.r
         ind = lambda lines: ["    " + s for s in lines]     # noqa: E731
-        c = r.randrange(7)
+        c = r.randrange(9)
+        if c == 7:                                      # a check that may fail
+            kind = r.choice(self.kinds)
+            a = r.choice(self.pool(kind))
+            return [f"assert {a} {r.choice(['<', '<=', '!=', '>='])} "
+                    f"{self.expr(kind, {a})}"]
+        if c == 8:                                      # the value stack
+            kind = r.choice(self.kinds)
+            cand = [v for v in self.pool(kind) if v not in forbid]
+            if not cand:
+                return ["nop"]
+            y = r.choice(cand)
+            return [f"push {y}", *self.block(forbid | {y}, 1), f"pop {y}"]
         if c in (0, 1):                                 # if/else/fi on cells the arms keep
             kind = r.choice([k for k in self.kinds if k != "float"] or ["int"])
             p = r.choice(self.pool(kind))
@@ -745,8 +757,8 @@ def prog_case(rnd: random.Random, seed: int, native_every: int = 4) -> Outcome:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         out = Outcome("ok")
-        for _ in range(2):
-            out = run_back_and_forth(prog, random_inputs(rnd, kinds), exact=not floats)
+        for limit in (STEP_LIMIT, rnd.choice((STEP_LIMIT, rnd.randint(1, 300)))):
+            out = run_back_and_forth(prog, random_inputs(rnd, kinds), limit, exact=not floats)
             if out.failed:
                 out.data = src
                 return out
