@@ -244,13 +244,13 @@ def print_program(pc: ProgramCost, temperature: float = ROOM_TEMPERATURE, file=N
         s.add_row(a, b)
     con.print(s)
     t = Table(title="by opcode (gates executed)")
-    for col in ("opcode", "count", "NOT", "CNOT", "Toffoli", "MCX", "total", "share"):
+    for col in ("opcode", "count", "NOT", "CNOT", "Toffoli", "MCX", "Fredkin", "total", "share"):
         t.add_column(col, justify="left" if col == "opcode" else "right")
     items = sorted(pc.by_opcode.items(), key=lambda kv: (-kv[1].total, -kv[1].count))
     for name, v in items[:top]:
         share = v.total / pc.total if pc.total else 0.0
-        t.add_row(name, f"{v.count:,}", *(f"{v.gates.get(k, 0):,}" for k in GATE_KINDS[:4]),
+        t.add_row(name, f"{v.count:,}", *(f"{v.gates.get(k, 0):,}" for k in GATE_KINDS[:5]),
                   f"{v.total:,}", f"{100 * share:.1f}%")
     if len(items) > top:
-        t.add_row(f"({len(items) - top} more)", "", "", "", "", "", "", "")
+        t.add_row(f"({len(items) - top} more)", "", "", "", "", "", "", "", "")
     con.print(t)
