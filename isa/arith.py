@@ -383,6 +383,9 @@ def execute(op, vals: list[int], F: int) -> list[int]:
         v[0] = wrap(((u << k) | (u >> (64 - k))) & MASK64) if k else v[0]
     elif fam == "swap":
         v[0], v[1] = v[1], v[0]
+    elif fam == "cswap":
+        d = (v[0] ^ v[1]) & v[2]
+        v[0], v[1] = v[0] ^ d, v[1] ^ d
     elif fam in ("rot", "irot"):
         inv = fam == "irot"
         if t == FIXED:

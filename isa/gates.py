@@ -315,6 +315,11 @@ def _xorand(b: Builder, r: list[Wires], p: Params) -> None:
         b.x(t, s1, s2)
 
 
+def _cswap(b: Builder, r: list[Wires], p: Params) -> None:
+    for t1, t2, c in zip(*r):
+        b.fredkin(c, t1, t2)
+
+
 def _not(b: Builder, r: list[Wires], p: Params) -> None:
     for t in r[0]:
         b.x(t)
@@ -511,6 +516,7 @@ REALIZATIONS: dict[str, Realization] = {
     "neg": Realization(_neg, IF, "NOT every bit, then the constant adder with c = 1"),
     "not": Realization(_not, (INT,), "one NOT per bit"),
     "swap": Realization(_swap, IF, "wire relabelling (zero gates)"),
+    "cswap": Realization(_cswap, (INT,), "one Fredkin per bit"),
     "rotl": Realization(_rotl, (INT,), "wire relabelling (zero gates)"),
     "cvt": Realization(_cvt, (FIXED, INT), "fixed += int: adder on the bits above F; int += "
                                            "fixed: sign-extended copy, rounding add, adder"),

@@ -296,6 +296,11 @@ _family("xorcmp", "xorcmp", tuple((INT, _t) for _t in ALL_TYPES), ("y", "cc", "a
         "{0} ^= {cond}", "y ^= 1 if the condition holds, else y unchanged (y is int)",
         flags=(EXACT,), law=LAW_XOR, f="rvm_compare(cc, a, b)")
 
+# --- appended: the controlled swap (Fredkin) -------------------------------------------------
+_family("cswap", "cswap", (INT,), ("y", "y", "a"), "cswap {0}, {1}, {2}",
+        "exchange the bits of x and y where c has a 1 bit (the Fredkin gate on 64 bit lanes)",
+        body="i64 t = (y ^ y2) & a; y ^= t; y2 ^= t;")
+
 OPS: tuple[Op, ...] = tuple(_ops)
 OP_BY_NAME: dict[str, Op] = {op.name: op for op in OPS}
 assert len(OP_BY_NAME) == len(OPS)
