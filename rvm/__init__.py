@@ -51,3 +51,9 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(__all__))
+
+
+def load_ipython_extension(ip: Any) -> None:
+    """`%load_ext rvm`: the %%rasm and %rvm magics and rich displays (rvm/jupyter.py)."""
+    from .jupyter import load_ipython_extension as load
+    load(ip)
