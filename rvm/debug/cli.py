@@ -12,7 +12,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import IO, Any, Iterable
+from collections.abc import Iterable
+from typing import IO, Any
 
 from rvm.cli import positive_int
 
@@ -31,6 +32,8 @@ examples:
   rvm debug programs/rfib.rasm n=6
   rvm debug programs/debug/average.rasm -x cmds.txt --batch
   rvm debug programs/isqrt.rasm x=1000 -e 'break from1.exit' -e continue -e 'last r' --batch
+  rvm debug --dap                 # a Debug Adapter Protocol server for an editor (stdio)
+  rvm debug --dap --port 4711     # the same on localhost:4711
 
 exit status: 0 every command ran, 1 a command failed (or the program does not assemble),
 2 usage error.
@@ -44,7 +47,8 @@ def register(sub: Any) -> None:
                     "stop in both directions, `last` writer of a cell, goto any step, "
                     "bookmarks. Values are NAME=VALUE inputs.",
         formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EPILOG)
-    s.add_argument("program", help=".rasm or .rbc file")
+    s.add_argument("program", nargs="?", help=".rasm, .ja or .rbc file (with --dap: given by "
+                   "the editor's launch request)")
     s.add_argument("values", nargs="*", metavar="NAME=VALUE", help="input values")
     s.add_argument("--inputs", "-i", metavar="FILE.json", help="input values from a JSON object")
     s.add_argument("-x", "--command", dest="command_file", metavar="FILE",
@@ -57,6 +61,12 @@ def register(sub: Any) -> None:
                    help="no command runs more than N steps (Ctrl-C also interrupts)")
     s.add_argument("--color", choices=("auto", "always", "never"), default="auto",
                    help="colour and highlighting (auto: only on a terminal and without --batch)")
+    s.add_argument("--dap", action="store_true",
+                   help="serve the Debug Adapter Protocol on stdin/stdout (for an editor: "
+                        "VS Code, vimspector, nvim-dap...) instead of the prompt")
+    s.add_argument("--port", type=int, metavar="N",
+                   help="with --dap: listen on localhost:N instead (0: a free port, printed "
+                        "on stderr); one client, then exit")
     s.set_defaults(func=cmd_debug)
 
 
@@ -71,6 +81,13 @@ def cmd_debug(a: argparse.Namespace) -> int:
     from rvm.cli import UsageError, collect_values, load_program, set_values
     from rvm.errors import RVMError
 
+    if a.dap or a.port is not None:
+        from .dap import serve_stdio, serve_tcp
+        if a.port is not None and not 0 <= a.port < 65536:
+            raise UsageError(f"--port {a.port} is not a port number")
+        return serve_tcp(a.port) if a.port is not None else serve_stdio()
+    if a.program is None:
+        raise UsageError("a program is needed (or --dap, where the editor names it)")
     program = load_program(a.program)
     scripted: list[tuple[str, str]] = []
     if a.command_file:

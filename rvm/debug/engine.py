@@ -49,6 +49,26 @@ class Breakpoint:
     enabled: bool = True
     temporary: bool = False
     hits: int = 0
+    hit_condition: str | None = None    # `N`/`== N`, `>= N`, `> N`, `<= N`, `< N`, `% N`
+
+
+_HIT = {"==": lambda h, n: h == n, ">=": lambda h, n: h >= n, ">": lambda h, n: h > n,
+        "<=": lambda h, n: h <= n, "<": lambda h, n: h < n, "%": lambda h, n: h % n == 0}
+
+
+def parse_hit_condition(text: str) -> tuple[str, int]:
+    """`5` or `== 5` (the 5th hit), `>= 5`, `> 5`, `<= 5`, `< 5`, `% 5` (every 5th)."""
+    import re
+    m = re.fullmatch(r"\s*(==|>=|<=|>|<|%)?\s*(\d+)\s*", text)
+    if not m or (m.group(1) == "%" and int(m.group(2)) == 0):
+        raise DebugError(f"cannot read the hit count {text!r} (N, == N, >= N, > N, <= N, < N "
+                         f"or % N)")
+    return m.group(1) or "==", int(m.group(2))
+
+
+def hit_ok(hits: int, text: str) -> bool:
+    op, n = parse_hit_condition(text)
+    return _HIT[op](hits, n)
 
 
 @dataclass
@@ -128,6 +148,10 @@ class Session:
         else:
             self.m.reset(inputs or {})
         self.limit = limit
+        # polled between slices of `slice_steps` steps; True ends the run ("interrupted"):
+        # how a DAP client's `pause` stops a long run made on another thread
+        self.interrupt: Callable[[], bool] | None = None
+        self.slice_steps = 1 << 20
         self.direction = +1                  # what step/next/continue do
         self.selected: int | None = None     # frame level chosen by up/down (None: the top)
         self.breakpoints: dict[int, Breakpoint] = {}
@@ -352,6 +376,8 @@ class Session:
                     except CellError as e:
                         note = f"error in the condition {bp.condition!r}: {e}"
                 bp.hits += 1
+                if bp.hit_condition is not None and not hit_ok(bp.hits, bp.hit_condition):
+                    continue
                 if bp.temporary:
                     del self.breakpoints[bp.number]
                 return stop("breakpoint", breakpoint=bp, note=note)
@@ -402,6 +428,16 @@ class Session:
                 remaining = None if budget is None else budget - abs(m.t - t0)
                 if remaining is not None and remaining <= 0:
                     return stop(on_budget)
+                if self.interrupt is not None:
+                    if self.interrupt():
+                        return stop("interrupted")
+                    if remaining is None or remaining > self.slice_steps:
+                        remaining = self.slice_steps
+                        sliced = True
+                    else:
+                        sliced = False
+                else:
+                    sliced = False
                 if m.depth == 0:
                     # Entering main from the start or the end is a step of its own: the
                     # core's resume-from-breakpoint flag would otherwise skip a breakpoint
@@ -438,6 +474,8 @@ class Session:
                         return s
                     continue
                 if rc == "limit":
+                    if sliced:
+                        continue                    # the slice is over: poll, go on
                     return stop(on_budget)
                 # 'boundary': the loop's first test names it
         except Trap as e:
@@ -697,7 +735,7 @@ class Session:
         try:
             if t == "end":
                 budget = self.limit
-                m.step(budget if budget is not None else 1 << 62, +1)
+                self._step_sliced(budget if budget is not None else 1 << 62, +1)
                 reason = "end" if m.status == "end" else "limit"
             else:
                 t = 0 if t == "start" else int(t)
@@ -711,7 +749,7 @@ class Session:
                 if self.limit is not None and abs(n) > self.limit:
                     raise DebugError(f"t={t} is {abs(n)} steps away, more than --limit "
                                      f"{self.limit}")
-                m.step(abs(n), +1 if n >= 0 else -1)
+                self._step_sliced(abs(n), +1 if n >= 0 else -1)
                 reason = "goto"
                 if m.t != t:
                     where = "ends" if n > 0 else "starts"
@@ -731,6 +769,21 @@ class Session:
             if m.status == "end":
                 self.end_t = m.t
         return Stop(reason, 1 if m.t >= t0 else -1, t0, m.t)
+
+    def _step_sliced(self, n: int, direction: int) -> None:
+        """m.step(n), in slices when a run may be interrupted (raises KeyboardInterrupt)."""
+        m = self.m
+        if self.interrupt is None:
+            m.step(n, direction)
+            return
+        while n > 0:
+            if self.interrupt():
+                raise KeyboardInterrupt
+            k = min(n, self.slice_steps)
+            done = m.step(k, direction)
+            n -= k
+            if done < k:
+                return
 
     def _go_back_to(self, t: int) -> None:
         """Return to t after a search (`last`, `history`, `diff`)."""
