@@ -474,3 +474,16 @@ def test_the_same_over_tcp():
     finally:
         if p.poll() is None:
             p.kill()
+
+
+def test_janus_source_lines(stdio):
+    c = stdio
+    fib = str(ROOT / "programs" / "janus" / "fib.ja")
+    c.start("programs/janus/fib.ja", breakpoints={fib: [{"line": 10}]})
+    c.event("stopped")
+    assert c.stop("continue")["reason"] == "breakpoint"
+    frames = c.frames()
+    assert frames[0]["source"]["path"] == fib and frames[0]["line"] == 10
+    assert [f["name"].split("(")[0] for f in frames] == ["fib"] * 5 + ["main"]
+    c.stop("stepBack")
+    assert c.frames()[0]["source"]["path"] == fib
