@@ -101,3 +101,39 @@ def test_extension_main_parses_under_node():
     r = subprocess.run(["node", "--check", str(EXT / MANIFEST["main"])], capture_output=True,
                        text=True)
     assert r.returncode == 0, r.stderr
+
+
+# The `debuggers` and `breakpoints` contribution points as VS Code declares them
+# (microsoft/vscode, src/vs/workbench/contrib/debug/common/debugSchemas.ts, commit 0565a24:
+# debuggersExtPoint and breakpointsExtPoint, both `additionalProperties: false`); newer
+# releases add `when`, `hiddenWhen`, `deprecated`, `strings` and `uiMessages`.
+_DEBUGGER_ITEM = {
+    "type": "object", "additionalProperties": False,
+    "properties": {
+        "type": {"type": "string"}, "label": {"type": "string"},
+        "program": {"type": "string"}, "args": {"type": "array"},
+        "runtime": {"type": "string"}, "runtimeArgs": {"type": "array"},
+        "variables": {"type": "object"},
+        "initialConfigurations": {"type": ["array", "string"]},
+        "languages": {"type": "array"}, "adapterExecutableCommand": {"type": "string"},
+        "configurationSnippets": {"type": "array"},
+        "configurationAttributes": {"type": "object"},
+        "windows": {"type": "object"}, "osx": {"type": "object"}, "linux": {"type": "object"},
+    },
+}
+_BREAKPOINT_ITEM = {"type": "object", "additionalProperties": False,
+                    "properties": {"language": {"type": "string"}}}
+
+
+def test_contributions_match_vscode_extension_point_schemas():
+    jsonschema = pytest.importorskip("jsonschema")
+    c = MANIFEST["contributes"]
+    jsonschema.validate(c["debuggers"], {"type": "array", "items": _DEBUGGER_ITEM})
+    jsonschema.validate(c["breakpoints"], {"type": "array", "items": _BREAKPOINT_ITEM})
+    # the launch attributes are themselves a JSON schema VS Code validates launch.json with
+    launch = c["debuggers"][0]["configurationAttributes"]["launch"]
+    jsonschema.Draft7Validator.check_schema({"type": "object", **launch})
+    for conf in c["debuggers"][0]["initialConfigurations"]:
+        jsonschema.validate({k: v for k, v in conf.items()
+                             if k not in ("type", "request", "name")},
+                            {"type": "object", **launch})
