@@ -32,6 +32,7 @@ traces[i]    = Trace(message, operand words, names): a trace's report, or (refer
 """
 from __future__ import annotations
 
+import pickle
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -53,6 +54,16 @@ def operand_parts(word: int) -> tuple[int, int]:
 
 # roles of global cells
 INPUT, OUTPUT, INOUT, GLOBAL = "input", "output", "inout", "global"
+
+
+class IncompatibleProgramPickle(pickle.UnpicklingError):
+    """A Program pickle of another pickle version or instruction table (defined here, below
+    rvm: rvm.interop.pickling.IncompatiblePickle derives from it and from rvm.RVMError)."""
+
+
+# the class Program.__setstate__ raises: rvm.interop.pickling puts its IncompatiblePickle here
+# when it loads (isa does not import rvm)
+INCOMPATIBLE_PICKLE: list[type[Exception]] = [IncompatibleProgramPickle]
 
 
 @dataclass
@@ -242,13 +253,10 @@ class Program:
                 "fields": dict(self.__dict__)}
 
     def __setstate__(self, state: dict) -> None:
-        """Raises pickle.UnpicklingError (rvm.interop.IncompatiblePickle) for a pickle of
-        another version or instruction table."""
+        """Raises IncompatibleProgramPickle (a pickle.UnpicklingError; rvm.interop's
+        IncompatiblePickle catches it too) for a pickle of another version or table."""
         from isa.build import table_hash
-        try:
-            from rvm.interop.pickling import IncompatiblePickle as Error
-        except ImportError:             # isa without rvm
-            from pickle import UnpicklingError as Error
+        Error = INCOMPATIBLE_PICKLE[0]
         if not isinstance(state, dict) or "rvm_pickle" not in state:
             raise Error("not a versioned rvm Program pickle (made by an rvm older than "
                         "versioned pickles?): assemble or load the program again")
@@ -266,11 +274,3 @@ class Program:
         where = f"{self.files[0]}: " if self.files else ""
         return (f"Program({where}{len(self.code)} instructions, {len(self.functions)} "
                 f"functions, {len(self.globals)} globals, fraction_bits={self.fraction_bits})")
-
-    def _repr_html_(self) -> str | None:
-        """Jupyter: the listing, syntax-highlighted, beside its source lines (rvm.jupyter)."""
-        try:
-            from rvm.jupyter import program_html
-        except ImportError:
-            return None
-        return program_html(self)

@@ -9,8 +9,8 @@
 
 and rich HTML displays: Program (its listing, syntax-highlighted, beside the source lines),
 Result, Derivatives, trace reports (rvm.trace.report.Report) and hardware reports
-(rvm.hw.report.ProgramCost).  Program's display is its own `_repr_html_`; the others are
-registered with IPython's display formatter when the extension loads.
+(rvm.hw.report.ProgramCost), registered with IPython's display formatter when the
+extension loads (isa.program cannot know about Jupyter: it sits below rvm).
 """
 from __future__ import annotations
 
@@ -229,6 +229,8 @@ def rasm_magic(line: str, cell: str, namespace: dict | None = None) -> int:
 
 def load_ipython_extension(ip: Any) -> None:
     """Register %%rasm, %rvm and the HTML displays with the IPython shell `ip`."""
+    from isa.program import Program
+
     from .ad.engine import Derivatives
     from .api import Result
 
@@ -243,6 +245,7 @@ def load_ipython_extension(ip: Any) -> None:
     ip.register_magic_function(rasm, magic_kind="cell", magic_name="rasm")
     ip.register_magic_function(rvm_line, magic_kind="line", magic_name="rvm")
     fmt = ip.display_formatter.formatters["text/html"]
+    fmt.for_type(Program, program_html)
     fmt.for_type(Result, result_html)
     fmt.for_type(Derivatives, derivatives_html)
     fmt.for_type_by_name("rvm.trace.report", "Report", trace_report_html)

@@ -23,13 +23,18 @@ import copyreg
 import pickle
 from typing import Any
 
+from isa.program import INCOMPATIBLE_PICKLE, IncompatibleProgramPickle
+
 from ..errors import RVMError
 
 PICKLE_VERSION = 1
 
 
-class IncompatiblePickle(RVMError, pickle.UnpicklingError):
+class IncompatiblePickle(RVMError, IncompatibleProgramPickle):
     """A pickle this rvm cannot read: another pickle version, or another instruction table."""
+
+
+INCOMPATIBLE_PICKLE[0] = IncompatiblePickle          # what Program.__setstate__ raises
 
 
 def check(state: Any, kind: str) -> dict:
