@@ -17,7 +17,17 @@ import re
 from bisect import bisect_right
 
 from isa.functions import CMP_ALWAYS, CMP_SYMBOLS, cond_parts
-from isa.program import MODE_G, MODE_L, MODE_N, MODE_P, MODE_X, Function, Program, operand_parts
+from isa.program import (
+    MODE_G,
+    MODE_L,
+    MODE_N,
+    MODE_P,
+    MODE_X,
+    Arg,
+    Function,
+    Program,
+    operand_parts,
+)
 from isa.table import OPS
 from isa.types import NumType
 
@@ -123,6 +133,8 @@ class Disassembler:
             line = f"{g.role:<6} {name}: {_type(g.type, g.length, g.stack)}"
             if g.default is not None and g.stack and not g.default[0]:
                 pass            # empty: as a stack without `= [...]` starts
+            elif g.default is not None and not g.is_input and not any(g.default):
+                pass            # an output or global starts at zero and takes no value
             elif g.default is not None and g.stack:
                 line += " = [" + ", ".join(word_text(int(w), g.type, self.F)
                                            for w in g.default[1:1 + int(g.default[0])]) + "]"
@@ -330,9 +342,34 @@ class Disassembler:
             kw["if"] = "" if always else " if " + self.cond(cc, a, b)
             if not always:
                 kw["cond"] = self.cond(cc, a, b)
-            elif op.family == "assert":
-                raise ValueError("an `assert` without a condition has no .rasm form")
+            elif "{cond}" in op.syntax:
+                raise ValueError(f"{_a(op.family)} `{op.family}` without a condition has no "
+                                 f".rasm form")
         return op.syntax.format(*texts, **kw)
+
+
+def _a(word: str) -> str:
+    return "an" if word[:1] in "aeiou" else "a"
+
+
+def _overlap(prog: Program, a: Arg, b: Arg) -> bool:
+    """Whether two call arguments certainly share a cell (the assembler's E005 test)."""
+    (ma, pa), (mb, pb) = operand_parts(int(a.word)), operand_parts(int(b.word))
+    if MODE_N in (ma, mb):
+        return False
+    if ma == MODE_X or mb == MODE_X:
+        if ma == mb:
+            xa, xb = prog.xtab[pa], prog.xtab[pb]
+            return (int(xa.base), int(xa.index)) == (int(xb.base), int(xb.index))
+        x, other = (pa, b) if ma == MODE_X else (pb, a)
+        return other.length is not None and int(other.word) == int(prog.xtab[x].base)
+    if ma != mb:
+        return False
+    if ma == MODE_P:
+        return pa == pb
+    ea = pa + (a.length if a.length is not None and a.length > 0 else 1)
+    eb = pb + (b.length if b.length is not None and b.length > 0 else 1)
+    return pa < eb and pb < ea
 
 
 def _aliased(prog: Program, targets: list[int], sources: list[int]) -> bool:
@@ -374,6 +411,30 @@ def _function_problems(prog: Program, code: list, f: Function, static: _Runs, fr
         if mode == MODE_X:
             x = prog.xtab[payload]
             whole(pc, f"the array of indexed operand xtab[{payload}]", x.base, x.length)
+            scalar(pc, x.index)
+        elif mode == MODE_L and frame.get(payload) is None:
+            problems.append(f"pc {pc}: frame cell {payload} of {f.name!r} is in no declared "
+                            f"local")
+
+    def call(pc: int, cs) -> None:
+        params = prog.functions[cs.func].params
+        for j, a in enumerate(cs.args):
+            if a.length is None:
+                scalar(pc, a.word)
+            else:
+                whole(pc, f"call argument {j}", a.word, a.length)
+        for j, a in enumerate(cs.args):
+            for i in range(j):
+                b = cs.args[i]
+                if (params[i].written or params[j].written) and _overlap(prog, a, b):
+                    problems.append(f"pc {pc}: call arguments {i} and {j} are the same cell, "
+                                    f"and the callee writes one")
+            if params[j].written and any(
+                    operand_parts(int(b.word))[0] == MODE_X and
+                    _overlap(prog, a, Arg(prog.xtab[operand_parts(int(b.word))[1]].index))
+                    for b in cs.args):
+                problems.append(f"pc {pc}: call argument {j} is the index of another, and "
+                                f"the callee writes it")
 
     for pc in range(f.begin + 1, f.end):
         row = code[pc]
@@ -388,11 +449,7 @@ def _function_problems(prog: Program, code: list, f: Function, static: _Runs, fr
             if kind == "y" or (kind == "a" and not always):
                 scalar(pc, v)
             elif kind == "callsite":
-                for j, a in enumerate(prog.callsites[v].args):
-                    if a.length is None:
-                        scalar(pc, a.word)
-                    else:
-                        whole(pc, f"call argument {j}", a.word, a.length)
+                call(pc, prog.callsites[v])
             elif kind == "trace":
                 t = prog.traces[v]
                 for j, (w, n) in enumerate(zip(t.operands, t.lengths or
@@ -401,9 +458,8 @@ def _function_problems(prog: Program, code: list, f: Function, static: _Runs, fr
                         scalar(pc, w)
                     else:
                         whole(pc, f"traced array {j}", w, n)
-            elif kind == "cc" and op.family == "assert" and \
-                    cond_parts(int(v))[0] == CMP_ALWAYS:
-                problems.append(f"pc {pc}: an `assert` without a condition")
+            elif kind == "cc" and always and "{cond}" in op.syntax:
+                problems.append(f"pc {pc}: {_a(op.family)} `{op.family}` without a condition")
 
 
 def rasm_problems(prog: Program) -> list[str]:
@@ -418,6 +474,10 @@ def rasm_problems(prog: Program) -> list[str]:
         for g in items:
             if g.length is not None and g.length < 1:
                 problems.append(f"{what} {g.name!r}: an array of {g.length} cells")
+            elif what == "global" and not g.is_input and g.default is not None and \
+                    any(g.default):
+                problems.append(f"{g.role} {g.name!r}: a start value (an {g.role} starts at "
+                                f"zero)")
             elif getattr(g, "stack", False) and g.default is not None and \
                     0 <= g.default[0] < len(g.default) and any(g.default[1 + g.default[0]:]):
                 problems.append(f"stack {g.name!r}: its start value has nonzero cells above "

@@ -22,11 +22,10 @@ import zlib
 
 import numpy as np
 
+from isa.program import Arg, CallSite, Const, Function, Global, Local, Param, Program, Trace, XEntry
 from isa.table import OPS, ROW_WIDTH
 from isa.types import INT64_MAX, INT64_MIN, TYPE_BY_NAME, TYPE_NAMES, NumType
 from rvm.errors import FormatError, InvalidBytecode
-from isa.program import (Arg, CallSite, Const, Function, Global, Local, Param, Program, Trace,
-                         XEntry)
 from rvm.verify import verify
 
 from .disasm import rasm_problems
@@ -327,7 +326,7 @@ def _build(meta, data: bytes, version: int = FORMAT_VERSION) -> Program:
         names = t.get("names")
         if names is not None:
             names = [_str(x, f"{p}.names[{j}]") for j, x in enumerate(_list(names, p + ".names"))]
-            if len(names) != len(ops):
+            if names and len(names) != len(ops):       # none (an assert's own), or one each
                 raise _Bad(f"{p}.names: {len(names)} names for {len(ops)} operands")
         lengths = t.get("lengths")
         if lengths is not None:

@@ -249,7 +249,8 @@ def resolved(p) -> list[tuple]:
 
 # ---- asm ------------------------------------------------------------------------------------
 def asm_case(rnd: random.Random) -> Outcome:
-    from assembler import AssemblyError, assemble, assemble_janus, disassemble
+    from assembler import AssemblyError, assemble, assemble_janus, disassemble, rbc
+    from rvm.errors import InvalidBytecode
     from rvm.verify import check
     src = sources()
     path, text, kind = rnd.choice(src)
@@ -270,6 +271,11 @@ def asm_case(rnd: random.Random) -> Outcome:
     if problems:
         return Outcome("corruption", "the assembler made a Program that fails verification: "
                        + "; ".join(problems[:3]), text)
+    try:
+        rbc.load_bytes(rbc.dump(p))
+    except InvalidBytecode as e:
+        return Outcome("corruption", f"the .rbc file of an assembled program is refused: {e}",
+                       text)
     try:
         back = assemble(disassemble(p), "<dis>")
     except Hang:
