@@ -421,8 +421,13 @@ def _function_problems(prog: Program, code: list, f: Function, static: _Runs, fr
         for j, a in enumerate(cs.args):
             if a.length is None:
                 scalar(pc, a.word)
-            else:
-                whole(pc, f"call argument {j}", a.word, a.length)
+                continue
+            whole(pc, f"call argument {j}", a.word, a.length)
+            mode, payload = operand_parts(int(a.word))
+            n = f.params[payload].length if mode == MODE_P else a.length
+            if n is not None and params[j].length is not None and n != params[j].length:
+                problems.append(f"pc {pc}: call argument {j} is an array of {n} cells for a "
+                                f"parameter of {params[j].length}")
         for j, a in enumerate(cs.args):
             for i in range(j):
                 b = cs.args[i]
@@ -486,6 +491,10 @@ def rasm_problems(prog: Program) -> list[str]:
     static.seal()
     code = prog.code.tolist()
     for f in prog.functions:
+        for q in f.params:
+            if q.is_array and q.length is not None and q.length < 1:
+                problems.append(f"function {f.name!r}: parameter {q.name!r} is an array of "
+                                f"{q.length} cells")
         frame = _Runs()
         for loc in f.locals:
             frame.add(loc.name, int(loc.offset), loc.length)

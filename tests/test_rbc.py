@@ -696,3 +696,24 @@ def test_janus_programs_round_trip():
         assert_same(p, rbc.load_bytes(rbc.dump(p)))
         done += 1
     assert done >= 20
+
+
+def test_parameter_array_of_no_cells_is_refused_at_load():
+    code = np.array([ins("begin", 0), ins("nop"), ins("end", 0),
+                     ins("begin", 1), ins("nop"), ins("end", 1)], dtype=np.int64)
+    p = Program(0, code, [], [], [Function("f", 0, 2, [Param("r", INT, True, False, 0)], [], 0),
+                                  Function("main", 3, 5, [], [], 0)], 1)
+    _no_rasm_form(p, "function 'f': parameter 'r' is an array of 0 cells")
+
+
+def test_parameter_array_passed_on_to_a_parameter_of_another_length_is_refused_at_load():
+    """`f(x: int[8]) { call g(x) }` with `g(y: int[15])` (found by fuzzing: E004 on the text)."""
+    code = np.array([ins("begin", 0), ins("nop"), ins("end", 0),
+                     ins("begin", 1), ins("call", 0), ins("end", 1),
+                     ins("begin", 2), ins("nop"), ins("end", 2)], dtype=np.int64)
+    p = Program(0, code, [], [],
+                [Function("g", 0, 2, [Param("y", INT, True, False, 15)], [], 0),
+                 Function("f", 3, 5, [Param("x", INT, True, False, 8)], [], 0),
+                 Function("main", 6, 8, [], [], 0)], 2,
+                callsites=[CallSite(0, [Arg(P(0), -1)])])
+    _no_rasm_form(p, "pc 4: call argument 0 is an array of 8 cells for a parameter of 15")
