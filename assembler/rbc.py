@@ -425,7 +425,10 @@ def load_bytes(data: bytes, name: str = "<bytes>") -> Program:
     except InvalidBytecode as e:
         raise InvalidBytecode(f"{name}: program failed verification",
                               problems=e.problems) from None
-    problems = rasm_problems(program)
+    try:
+        problems = rasm_problems(program)
+    except Exception as e:   # noqa: BLE001 - still the file's fault, never a traceback
+        problems = [f"{type(e).__name__}: {str(e)[:120]}"]
     if problems:
         raise InvalidBytecode(f"{name}: the program has no .rasm form (an rvm assembler never "
                               f"writes it)", problems=problems)
