@@ -116,6 +116,22 @@ def exec_case(op) -> str:
     return f"    case {c_name(op)}: return {func_name(op)}({', '.join(args + ['F', 'cs'])});"
 
 
+def has_incr(op) -> bool:
+    """An update with the add law whose f reads only cells and immediates (rvm_incr)."""
+    return has_body(op) and op.law == LAW_ADD and not op.body and \
+        all(k in ("y", "a", "imm") for k in op.operands)
+
+
+def incr_case(op) -> str:
+    pre = _subst(op.pre, op)
+    for i, kind in enumerate(op.operands):
+        if kind == "imm":
+            pre = f"i64 imm = c[{i + 1}]; {pre}"
+    out = f"*df = {_subst(op.f, op)};" if op.types[0] == FLOAT else \
+        f"*di = (i64)({_subst(op.f, op)});"
+    return f"    case {c_name(op)}: {{ {pre} {out} return AK_OK; }}"
+
+
 def generate_isa_header() -> str:
     out = ["/* Generated from isa/table.py by setup.py (isa/cgen.py); do not edit. */",
            "#ifndef RVM_ISA_H", "#define RVM_ISA_H", "#include <stdint.h>", "#include <math.h>",
@@ -138,7 +154,15 @@ def generate_isa_header() -> str:
             "{", "    (void)p0; (void)p1; (void)p2; (void)c;", "    switch (op) {"]
     out += [exec_case(op) for op in OPS if has_body(op)]
     out += ["    default: return RVM_NO_CASE;   /* named by the caller: never a guess */",
-            "    }", "}", "", "#undef TRY", "#undef RVM_OP", "#endif", ""]
+            "    }", "}", ""]
+    out += ["/* f of an update y +/-= f(sources) on int, fixed or float cells, on its source words a, b",
+            "   and row c: the word to add (int, fixed) or the double (float).  run_reduce adds a",
+            "   loop-invariant f with the law itself. */",
+            "RVM_OP int rvm_incr(int op, i64 a, i64 b, const i64* c, int F, i64* di, double* df)",
+            "{", "    (void)a; (void)b; (void)c; (void)F; (void)di; (void)df;", "    switch (op) {"]
+    out += [incr_case(op) for op in OPS if has_incr(op)]
+    out += ["    default: return RVM_NO_CASE;", "    }", "}", "",
+            "#undef TRY", "#undef RVM_OP", "#endif", ""]
     return "\n".join(out)
 
 

@@ -83,6 +83,12 @@ cdef extern from "_isa.h" nogil:
     enum:
         RVM_NO_CASE
     int rvm_exec(int op, i64* p0, i64* p1, i64* p2, const i64* c, int F, double* cs)
+    int rvm_incr(int op, i64 a, i64 b, const i64* c, int F, i64* di, double* df)
+
+cdef extern from "_adrules.h" nogil:
+    void rvm_rot_adjoint(double s, double cs, double sn, double xa, double ya, double* ax,
+                         double* ay, double* ath, double* xp, double* yp, double* ax0,
+                         double* ay0)
 
 cdef extern from "_deriv.h" nogil:
     ctypedef struct rvm_dual:
@@ -477,14 +483,10 @@ cdef inline void ad_rot(VM* vm, int s, int ty, i64 iy, i64 ia, i64 ib, double cs
         T[ia] = sn * txb + cs * tyb + s * tth * xa
         ad_check(vm, T[iy] + T[ia], pc)
     if adj_on:
-        # forward ran v' = R(-phi) v, v = the values now; v' = the values before
-        xp = cs * xa + sn * ya
-        yp = -sn * xa + cs * ya
-        ax = A[iy]
-        ay = A[ia]
-        nax = cs * ax - sn * ay            # vbar = R(-phi)^T v'bar = R(phi) v'bar
-        nay = sn * ax + cs * ay
-        A[ib] -= s * (-yp * ax + xp * ay)  # thetabar += (dv'/dtheta) . v'bar
+        # the adjoint rule, shared with the native code (rvm/_adrules.h)
+        rvm_rot_adjoint(s, cs, sn, xa, ya, &A[iy], &A[ia], &A[ib], &xp, &yp, &ax, &ay)
+        nax = A[iy]
+        nay = A[ia]
         if tan_on:
             atx = AT[iy]
             aty = AT[ia]
@@ -492,8 +494,6 @@ cdef inline void ad_rot(VM* vm, int s, int ty, i64 iy, i64 ia, i64 ib, double cs
             AT[ia] = sn * atx + cs * aty + s * tth * nax
             AT[ib] -= s * (-tyb * ax + txb * ay - yp * atx + xp * aty)
             ad_check(vm, AT[iy] + AT[ia] + AT[ib], pc)
-        A[iy] = nax
-        A[ia] = nay
         ad_check(vm, A[ib], pc)
 
 
@@ -998,18 +998,12 @@ cdef int run_reduce(VM* vm, i64 k, i64* code, int e, i64* mem, i64* fpm, i64* pa
             or not counter_cond(tcc, cp[2] == ip, cp[3] == ip, cp[2][0], cp[3][0], &RL.join):
         return -_K_DECLINED
     # the increment when it is loop-invariant
-    if nsrc == 0:
-        di = cu[2]
-    elif inv:
-        av = sp[0][0]
-        bv = sp[nsrc - 1][0]
-        if isf:
-            df = rvm_w2f(av) * rvm_w2f(bv) if mul else rvm_w2f(av)
-        else:
-            di = rvm_fixed_mul(av, bv, F) if (mul and ty == TY_FIXED) else \
-                <i64>(<u64>av * <u64>bv) if mul else av
-    if isf and nsrc == 0:
-        df = rvm_w2f(di)
+    # (f of the instruction's entry in isa/table.py: rvm_incr of rvm/_isa.h)
+    if inv:
+        av = sp[0][0] if nsrc > 0 else 0
+        bv = sp[nsrc - 1][0] if nsrc > 0 else 0
+        if rvm_incr(op, av, bv, cu, F, &di, &df):
+            return -_K_DECLINED
     # the rule of y += s*a with a a direct cell, as ad_inline runs it, in a register: in the
     # adjoint sweep abar -= s*ybar with ybar constant, in tangent mode y' += s*a' (written
     # y' -= -(s*a'), the same number) with a' constant
@@ -1057,11 +1051,10 @@ cdef int run_reduce(VM* vm, i64 k, i64* code, int e, i64* mem, i64* fpm, i64* pa
                 break
             av = sp[0][0]
             bv = sp[nsrc - 1][0]
-            if isf:
-                df = rvm_w2f(av) * rvm_w2f(bv) if mul else rvm_w2f(av)
-            else:
-                di = rvm_fixed_mul(av, bv, F) if (mul and ty == TY_FIXED) else \
-                    <i64>(<u64>av * <u64>bv) if mul else av
+            t = rvm_incr(op, av, bv, cu, F, &di, &df)
+            if t:
+                tc = exec_trap(vm, op, t, _NO_KERNEL_CASE)
+                break
         if isf:
             r = accf + df if sg > 0 else accf - df
             if not isfinite(r):

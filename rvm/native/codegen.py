@@ -53,6 +53,7 @@ PRELUDE = """\
 #include "_arith.h"
 #include "_deriv.h"
 #include "_isa.h"
+#include "_adrules.h"
 /* rvm/_core.pyx NativeState: keep in step (ABI) */
 typedef struct rvm_ns {
     i64* mem; double* adj;
@@ -523,12 +524,9 @@ class _Fn:
             else:
                 cs = (f"double th = {self.real(P[2], t)}; double C = cos(th), "
                       f"S = {s}.0 * sin(th);")
-            return [f"{{ {cs} double xa = {self.real(P[0], t)}, ya = {self.real(P[1], t)}; "
-                    "double xp = C * xa + S * ya, yp = -S * xa + C * ya; "
-                    f"double ax = {D[0]}, ay = {D[1]}; "
-                    "double nax = C * ax - S * ay, nay = S * ax + C * ay; "
-                    f"{D[2]} -= {s}.0 * (-yp * ax + xp * ay); "
-                    f"{D[0]} = nax; {D[1]} = nay; }}"]
+            return [f"{{ {cs} double xp, yp, ax, ay; "          # the interpreter's rule
+                    f"rvm_rot_adjoint({s}.0, C, S, {self.real(P[0], t)}, {self.real(P[1], t)}, "
+                    f"&{D[0]}, &{D[1]}, &{D[2]}, &xp, &yp, &ax, &ay); }}"]
         raise Unsupported(f"pc {pc}: the rule of `{op.name}`")
 
     # -- the function ----------------------------------------------------------------------
