@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from pygments.lexer import RegexLexer, bygroups, words
-from pygments.token import (Comment, Keyword, Name, Number, Operator, Punctuation, String,
-                            Text as TText)
+from pygments.token import Comment, Keyword, Name, Number, Operator, Punctuation, String
+from pygments.token import Text as TText
 from rich.console import Console
 from rich.syntax import Syntax
 from rich.table import Table
