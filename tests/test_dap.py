@@ -355,6 +355,18 @@ def test_reverse_continue_meets_the_forward_stops_backward(stdio):
     assert [t + 1 for t, _ in back] == [t for t, _ in writes][::-1]
     assert [d.split(" by")[0] for _, d in back] == [f"out {k} -> {k + 1}"
                                                    for k in range(4, -1, -1)]
+    # a read data breakpoint stops before the instructions that read n, both directions
+    c.request("goto", {"threadId": 1, "targetId": 0})
+    c.event("stopped")
+    info = c.request("dataBreakpointInfo", {"variablesReference": c.scopes()["Globals"],
+                                            "name": "n"})["body"]
+    c.request("setDataBreakpoints", {"breakpoints": [{"dataId": info["dataId"],
+                                                      "accessType": "read"}]})
+    reads = [c.stop("continue") for _ in range(2)]
+    assert all(b["reason"] == "data breakpoint" and "n = 5 read by" in b["description"]
+               for b in reads)
+    t_read = c.t()
+    assert c.stop("reverseContinue")["reason"] == "data breakpoint" and c.t() < t_read
     # a function breakpoint stops in both directions too
     c.request("setDataBreakpoints", {"breakpoints": []})
     r = c.request("setFunctionBreakpoints", {"breakpoints": [{"name": "rfib",
@@ -381,6 +393,8 @@ def test_goto_a_step_equals_a_direct_run(stdio):
     targets = c.request("gotoTargets", {"source": {"path": LIB_RFIB}, "line": 13})
     ts = [g["id"] for g in targets["body"]["targets"]]
     assert len(ts) == 1 and ts[0] < end          # only a previous time, at the end
+    r = c.request("goto", {"threadId": 1, "targetId": end + 1}, ok=False)
+    assert not r["success"] and "outside the run" in r["message"]
     for t in [ts[0], 7, end - 3, 1]:
         c.request("goto", {"threadId": 1, "targetId": t})
         assert c.event("stopped")["body"]["reason"] == "goto"
@@ -487,3 +501,6 @@ def test_janus_source_lines(stdio):
     assert [f["name"].split("(")[0] for f in frames] == ["fib"] * 5 + ["main"]
     c.stop("stepBack")
     assert c.frames()[0]["source"]["path"] == fib
+    depth = len(c.frames())
+    c.stop("stepOut")
+    assert len(c.frames()) == depth - 1 and c.frames()[0]["line"] == 15   # after the call

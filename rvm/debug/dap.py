@@ -466,8 +466,13 @@ class DapServer:
         self.ref_cells.clear()
         self.pause_flag.clear()
         self.running.set()
+        t0 = self.s.t
         try:
             stop = fn()
+        except (CellError, RVMError) as e:
+            # the request was answered already: the client waits for a stop, so say why here
+            self.output(f"error: {e}\n", "stderr")
+            stop = Stop("error", +1, t0, self.s.t, note="")
         finally:
             self.running.clear()
         self._stopped(stop)
@@ -531,6 +536,9 @@ class DapServer:
             body.update(reason="entry", description=f"Start of the program (t={s.t})")
         elif r == "limit":
             body.update(reason="pause", description=f"Step limit reached at t={s.t}")
+        elif r == "error":
+            body.update(reason="pause", description=f"the request failed (see the console); "
+                                                    f"t={s.t}")
         else:
             body.update(reason="step", description=f"t={s.t}")
         if stop.note:
@@ -603,6 +611,9 @@ class DapServer:
 
     def on_goto(self, req: dict, args: dict) -> None:
         t = int(args["targetId"])
+        s = self.s
+        if t < 0 or (s.end_t is not None and t > s.end_t and s.forked_at is None):
+            raise _Failed(f"t={t} is outside the run (0..{s.end_t})")
         self.respond(req)
         self._run(lambda: self.s.goto(t))
 
