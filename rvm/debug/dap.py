@@ -475,6 +475,7 @@ class DapServer:
             stop = Stop("error", +1, t0, self.s.t, note="")
         finally:
             self.running.clear()
+            self.pause_flag.clear()         # a pause ends one run, not the next
         self._stopped(stop)
 
     def _stopped(self, stop: Stop) -> None:
@@ -592,6 +593,7 @@ class DapServer:
             raise _Failed("not a source of this program")
         desc, pcs = self._debugger()._line_pcs([fi], line)
         t0 = s.t
+        self.pause_flag.clear()
         found: list[tuple[int, str]] = []
         from .engine import _Target
         try:
@@ -682,8 +684,9 @@ class DapServer:
                              "type": f"{t}[{ref.length}]" if ref.length is not None else t,
                              "evaluateName": ref.name, "variablesReference": 0}
         if ref.length is not None:
-            v["variablesReference"] = self._new_ref(
-                lambda r=ref, lv=level: self._elements(r, lv), level, ref.name)
+            def elements(r: Ref = ref, lv: int | None = level) -> list[dict]:
+                return self._elements(r, lv)
+            v["variablesReference"] = self._new_ref(elements, level, ref.name)
             v["indexedVariables"] = ref.length
         if not ref.writable:
             v["presentationHint"] = {"attributes": ["readOnly"]}
@@ -866,7 +869,8 @@ def _exit() -> None:
     and interpreter shutdown would wait on (or abort over) its lock."""
     for f in (sys.stderr, sys.__stdout__):
         try:
-            f.flush()
+            if f is not None:
+                f.flush()
         except (OSError, ValueError, AttributeError):
             pass
     os._exit(0)
