@@ -499,7 +499,11 @@ class FunctionCompiler(ExprCompiler):
             if kind in ("y", "a"):
                 if kind == "y" and isinstance(o, Literal):
                     raise Fail(o.pos, "E008", f"cannot write to `{describe(o)}`")
-                types.append(ty.infer(o))
+                t = ty.infer(o)
+                if t == BOOL:
+                    raise Fail(o.pos, "E004", f"`{text(o)}` is a condition, not a value: "
+                                              f"write a cell or an expression of one")
+                types.append(t)
             elif kind in ("imm", "k"):
                 if ty.infer(o) is not None:
                     what = "bit count" if kind == "k" else "immediate"

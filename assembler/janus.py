@@ -27,7 +27,9 @@ from isa.functions import CMP_EQ, CMP_GE, CMP_GT, CMP_LE, CMP_LT, CMP_NE  # noqa
 from isa.types import INT
 
 from .diagnostics import Fail, Pos, Reporter
-from .literals import Lit
+from .lexer import MAX_DIGITS, TOO_BIG
+from .literals import Lit, clip
+from .parser import MAX_LENGTH as MAX_ARRAY
 from .nodes import (
     Binary,
     BoolLit,
@@ -233,11 +235,11 @@ class JanusParser:
             self.next()
             self.expect("]")
             size = _number(n.text)
-            if size < 1:
-                raise Fail(n.pos, "E006", "an array has at least one cell")
+            if not 1 <= size <= MAX_ARRAY:
+                raise Fail(n.pos, "E006",
+                           f"array size {clip(n.text)} is not in 1..{MAX_ARRAY}")
             spec = TypeSpec(t.pos, INT, array=True, length=size)
-            zeros = [Literal(n.pos, Lit("int", 0, "0"))] * size
-            return Decl(t.pos, "inout", name, spec, zeros, n.pos, bracketed=True)
+            return Decl(t.pos, "inout", name, spec, None, n.pos)    # no values: all zero
         return Decl(t.pos, "inout", name, TypeSpec(t.pos, INT), [Literal(name.pos, Lit("int", 0,
                                                                                        "0"))],
                     name.pos)
@@ -530,6 +532,8 @@ class JanusParser:
 def _number(text: str) -> int:
     """A Janus integer literal as Parsec reads it: decimal (leading zeros allowed), 0x
     hexadecimal or 0o octal."""
+    if len(text) > MAX_DIGITS:          # out of every range: not converted (Python's limit)
+        return TOO_BIG
     head = text[:2].lower()
     return int(text, 16) if head == "0x" else int(text[2:], 8) if head == "0o" else int(text)
 

@@ -535,10 +535,11 @@ class ExprCompiler:
     def test(self, e) -> Test:
         """The test of a condition, computing what it needs now (uncomputed by the caller)."""
         if isinstance(e, BoolLit):
-            if e.value:
-                return ALWAYS
+            # a real comparison, not ALWAYS: a join or fork whose condition the program wrote
+            # can still be reached both ways (an unconditional join after a fall-through
+            # would not verify), and the come-from check then traps as the source says
             z = self.const_ref(INT, 0, e.pos, "0").word
-            return Test(cond_word(CMP_NE, INT), z, z)
+            return Test(cond_word(CMP_EQ if e.value else CMP_NE, INT), z, z)
         if isinstance(e, Compare):
             known = self.constant_test(e)
             if known is not None:

@@ -103,3 +103,33 @@ def test_command_line_values_read_as_the_language_writes_them(text, value):
 def test_command_line_values_that_are_not_numbers_are_refused_with_the_forms_that_work(text):
     with pytest.raises(UsageError, match="value"):
         _parse_value(text)
+
+
+def test_a_constant_join_condition_is_a_real_test_not_an_unverifiable_join():
+    """Found by fuzzing: `fi 1 > 0` made an unconditional join after a fall-through."""
+    for body, v in (("    if v < 0 {\n        inc v\n    } else {\n        dec v\n    } fi 1 > 0"
+                     "\n    inc v\n", -1),
+                    ("    from v == 0 {\n        inc v\n    } until 1 > 0\n", 0)):
+        p = assemble(f"inout v: int\nfunc main() {{\n{body}}}\n", "t.rasm")
+        m = rvm.Machine(p)
+        m.reset({"v": v})
+        assert m.run() == "end"             # the path the constant condition allows
+    m.reset({"v": 1})
+    with pytest.raises(rvm.Trap):           # the entry with v != 0 contradicts `from v == 0`
+        m.run()
+
+
+def test_a_condition_where_a_value_is_expected_is_an_error():
+    e = diagnostics("inout odd: int\nfunc main() {\n    inc odd == 0\n}\n")
+    assert e.diagnostics[0].code == "E004" and "is a condition, not a value" in str(e)
+
+
+def test_janus_literals_and_array_sizes_are_bounded(tmp_path):
+    from assembler import assemble_janus
+
+    with pytest.raises(AssemblyError, match="E006"):
+        assemble_janus("procedure main()\n    int x\n    x += " + "9" * 5000 + "\n", "t.ja")
+    with pytest.raises(AssemblyError, match=r"array size 0xffffffffffffffff is not in"):
+        assemble_janus("procedure main()\n    int a[0xffffffffffffffff]\n    skip\n", "t.ja")
+    p = assemble_janus("procedure main()\n    int a[2147483648]\n    a[1] += 2\n", "t.ja")
+    assert p.globals[0].length == 2147483648          # assembled without a list per cell
