@@ -396,6 +396,8 @@ def _aliased(prog: Program, targets: list[int], sources: list[int]) -> bool:
 def _function_problems(prog: Program, code: list, f: Function, static: _Runs, frame: _Runs,
                        problems: list[str]) -> None:
     """rasm_problems of the instructions of function f."""
+    stacks = {(MODE_G, int(g.addr)): g.stack for g in prog.globals}
+    stacks.update({(MODE_L, int(v.offset)): v.stack for v in f.locals})
     def whole(pc: int, what: str, w: int, length: int) -> None:
         mode, start = operand_parts(int(w))
         if mode == MODE_P:
@@ -412,9 +414,27 @@ def _function_problems(prog: Program, code: list, f: Function, static: _Runs, fr
             x = prog.xtab[payload]
             whole(pc, f"the array of indexed operand xtab[{payload}]", x.base, x.length)
             scalar(pc, x.index)
+            (bm, bp), (im, ip) = operand_parts(int(x.base)), operand_parts(int(x.index))
+            n = f.params[bp].length if bm == MODE_P else x.length
+            if im == MODE_N and n is not None and f.params[ip].length is not None and \
+                    f.params[ip].length >= n:
+                # `len(p)` of a declared length is that number: an index out of bounds
+                problems.append(f"pc {pc}: indexed operand xtab[{payload}] indexes an array "
+                                f"of {n} cells by the length {f.params[ip].length}")
         elif mode == MODE_L and frame.get(payload) is None:
             problems.append(f"pc {pc}: frame cell {payload} of {f.name!r} is in no declared "
                             f"local")
+        elif mode == MODE_P and f.params[payload].is_array:
+            problems.append(f"pc {pc}: array parameter {f.params[payload].name!r} as a cell")
+        elif mode == MODE_N and not f.params[payload].is_array:
+            problems.append(f"pc {pc}: the length of parameter {f.params[payload].name!r}, "
+                            f"which is not an array")
+
+    def is_stack(w: int) -> bool:
+        mode, payload = operand_parts(int(w))
+        if mode == MODE_P:
+            return bool(f.params[payload].stack)
+        return bool(stacks.get((mode, payload), False))
 
     def call(pc: int, cs) -> None:
         params = prog.functions[cs.func].params
@@ -423,6 +443,10 @@ def _function_problems(prog: Program, code: list, f: Function, static: _Runs, fr
                 scalar(pc, a.word)
                 continue
             whole(pc, f"call argument {j}", a.word, a.length)
+            if is_stack(a.word) != bool(params[j].stack):
+                problems.append(f"pc {pc}: call argument {j} is "
+                                f"{'a' if is_stack(a.word) else 'no'} stack for a parameter "
+                                f"that is {'one' if params[j].stack else 'not'}")
             mode, payload = operand_parts(int(a.word))
             n = f.params[payload].length if mode == MODE_P else a.length
             if n is not None and params[j].length is not None and n != params[j].length:

@@ -717,3 +717,29 @@ def test_parameter_array_passed_on_to_a_parameter_of_another_length_is_refused_a
                  Function("main", 6, 8, [], [], 0)], 2,
                 callsites=[CallSite(0, [Arg(P(0), -1)])])
     _no_rasm_form(p, "pc 4: call argument 0 is an array of 8 cells for a parameter of 15")
+
+
+def _callee_and_main(callee_params, callee_rows, args, globals_=(), xtab=()) -> Program:
+    code = np.array([ins("begin", 0), *callee_rows, ins("end", 0),
+                     ins("begin", 1), ins("call", 0), ins("end", 1)], dtype=np.int64)
+    n = len(callee_rows)
+    return Program(0, code, list(globals_), [],
+                   [Function("f", 0, n + 1, callee_params, [], 0),
+                    Function("main", n + 2, n + 4, [], [], 0)], 1, xtab=list(xtab),
+                   callsites=[CallSite(0, args)])
+
+
+def test_array_for_a_stack_parameter_is_refused_at_load():
+    """A stack parameter takes a stack, an array parameter an array (found by fuzzing)."""
+    p = _callee_and_main([Param("s", INT, True, False, None, True)], [ins("nop")],
+                         [Arg(G(0), 4)], [Global("w", INT, 0, 4, INOUT)])
+    _no_rasm_form(p, "call argument 0 is no stack for a parameter that is one")
+
+
+def test_index_by_a_declared_length_out_of_bounds_is_refused_at_load():
+    """`v[len(v)]` where v is `T[4]`: .rasm reads len(v) as 4, out of bounds (found by
+    fuzzing)."""
+    p = _callee_and_main([Param("v", INT, True, True, 4)], [ins("inc.i", X(0))],
+                         [Arg(G(0), 4)], [Global("w", INT, 0, 4, INOUT)],
+                         [XEntry(P(0), -1, N(0))])
+    _no_rasm_form(p, "indexes an array of 4 cells by the length 4")
