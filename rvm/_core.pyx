@@ -24,7 +24,7 @@ from isa.derivatives import KINDS, RULES, pf_id
 from isa.functions import FN1, FN2
 from isa.cgen import distinct_pairs, has_body, operand_names
 from isa.table import INVERSE, LAW_ADD, OPS, ROW_WIDTH, positive_family
-from isa.types import FLOAT
+from isa.types import FLOAT, INT
 from isa.types import MAX_FRACTION_BITS
 
 cnp.import_array()
@@ -772,8 +772,21 @@ for _op in OPS:
     if REDUCE_FORM[_op.code] != RD_NONE:
         assert len(_op.types) == 1 and int(_op.types[0]) in (TY_INT, TY_FIXED, TY_FLOAT), _op
 _REDUCE_UPDATES = frozenset(_op.code for _op in OPS if REDUCE_FORM[_op.code] != RD_NONE)
-_COUNTERS = frozenset(OPS[i].code for i in range(len(OPS))
-                      if OPS[i].name in ("inc.i", "dec.i", "addi.i", "subi.i"))
+# counter rows: an int update y +/-= 1 or an immediate (inc, dec, addi, subi), from the table
+cdef bint IS_COUNTER[N_OPCODES]
+for _op in OPS:
+    IS_COUNTER[_op.code] = _op.law == LAW_ADD and _op.types == (INT,) \
+        and _op.operands in (("y",), ("y", "imm"))
+_COUNTERS = frozenset(_op.code for _op in OPS if IS_COUNTER[_op.code])
+
+
+cdef inline i64 counter_step(int op, i64* c, int F) noexcept nogil:
+    """What a counter row (IS_COUNTER) adds to its cell: f of its entry in isa/table.py
+    (rvm_incr), with the table's sign."""
+    cdef i64 d = 0
+    cdef double unused = 0.0
+    rvm_incr(op, 0, 0, c, F, &d, &unused)
+    return d if REDUCE_SIGN[op] > 0 else <i64>(0 - <u64>d)
 
 
 def _reduce_shape(code, rows) -> int:
@@ -965,8 +978,7 @@ cdef int run_reduce(VM* vm, i64 k, i64* code, int e, i64* mem, i64* fpm, i64* pa
         # (not eligible by construction) no register form: the general kernel, whose
         # kernel_row runs the op or traps naming it
         return -_K_DECLINED
-    delta = 1 if cop == OP_INC_I else -1 if cop == OP_DEC_I else \
-        cc[2] if cop == OP_ADDI_I else <i64>(0 - <u64>cc[2])
+    delta = counter_step(cop, cc, F)
     if yp == ip:
         return -_K_DECLINED
     # the sources: a direct cell (read once: the body writes only y and i) or an array cell
@@ -1183,10 +1195,9 @@ cdef int run_induct(VM* vm, i64 k, i64* code, int e, i64* mem, i64* fpm, i64* pa
     for r in range(L):
         c = code + rows[r] * 6
         cop = <int>c[0]
-        if cop in (OP_INC_I, OP_DEC_I, OP_ADDI_I, OP_SUBI_I) and (c[1] & 7) != MODE_X:
+        if IS_COUNTER[cop] and (c[1] & 7) != MODE_X:
             ip[nI] = opnd(vm, c[1], mem, fpm, pa)
-            dl[nI] = 1 if cop == OP_INC_I else -1 if cop == OP_DEC_I else \
-                c[2] if cop == OP_ADDI_I else <i64>(0 - <u64>c[2])
+            dl[nI] = counter_step(cop, c, F)
             for j in range(nI):
                 if ip[j] == ip[nI]:
                     return -_K_DECLINED
