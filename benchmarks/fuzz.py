@@ -150,6 +150,13 @@ def main(argv=None) -> int:
     failures: dict[str, list[int]] = defaultdict(list)
     if a.out:
         a.out.mkdir(parents=True, exist_ok=True)
+    # the native code of random programs goes to a cache of this run (removed at the end),
+    # not to the user's, unless RVM_CACHE_DIR says where
+    own_cache = None
+    if not os.environ.get("RVM_CACHE_DIR"):
+        import tempfile
+        own_cache = tempfile.mkdtemp(prefix="rvm-fuzz-native-")
+        os.environ["RVM_CACHE_DIR"] = own_cache
     worker = Worker(a)
     t_start = time.monotonic()
     try:
@@ -189,6 +196,9 @@ def main(argv=None) -> int:
         console.print("interrupted")
     finally:
         worker.stop()
+        if own_cache is not None:
+            import shutil
+            shutil.rmtree(own_cache, ignore_errors=True)
 
     table = Table(title=f"fuzzing: {time.monotonic() - t_start:.0f} s, seeds from {a.seed}")
     table.add_column("harness")
