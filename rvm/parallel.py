@@ -15,6 +15,7 @@ the whole map).
 from __future__ import annotations
 
 import math
+import multiprocessing
 import os
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
@@ -73,8 +74,14 @@ def map(f: Callable[[Any], Any], inputs: Iterable[Any], client: Any = None, *,
     elif local == "serial":
         parts = [run_chunk(f, c) for c in chunks]
     else:
-        pool = ThreadPoolExecutor if local == "threads" else ProcessPoolExecutor
-        with pool(max_workers=workers) as ex:
+        if local == "threads":
+            ex = ThreadPoolExecutor(max_workers=workers)
+        else:
+            # spawned, not forked: a fork of a process with threads (JAX's, Dask's, a GradFn's
+            # native build) can deadlock; f travels by pickle either way
+            ex = ProcessPoolExecutor(max_workers=workers,
+                                     mp_context=multiprocessing.get_context("spawn"))
+        with ex:
             parts = list(ex.map(run_chunk, [f] * len(chunks), chunks))
     results = [r for part in parts for r in part]
     if errors == "raise":
