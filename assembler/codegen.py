@@ -587,6 +587,7 @@ class FunctionCompiler(ExprCompiler):
     def swap_arrays(self, st: Swap, sa: CellSym, sb: CellSym) -> None:
         """`a <=> b` of two whole arrays (or stacks) of one length: element by element."""
         a, b = st.a, st.b
+        assert isinstance(a, Name) and isinstance(b, Name)      # swap() looked them up
         if not (sa.is_array and sb.is_array) or sa.type != sb.type or sa.stack != sb.stack:
             raise Fail(b.pos, "E004", f"`{a.name}` and `{b.name}` cannot swap: whole arrays "
                                       f"swap with arrays of the same type (and stacks with "
