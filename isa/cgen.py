@@ -158,10 +158,16 @@ def generate_isa_header() -> str:
     out += ["/* f of an update y +/-= f(sources) on int, fixed or float cells, on its source words a, b",
             "   and row c: the word to add (int, fixed) or the double (float).  run_reduce adds a",
             "   loop-invariant f with the law itself. */",
-            "RVM_OP int rvm_incr(int op, i64 a, i64 b, const i64* c, int F, i64* di, double* df)",
+            "RVM_OP int rvm_incr_(int op, i64 a, i64 b, const i64* c, int F, i64* di, double* df)",
             "{", "    (void)a; (void)b; (void)c; (void)F; (void)di; (void)df;", "    switch (op) {"]
     out += [incr_case(op) for op in OPS if has_incr(op)]
     out += ["    default: return RVM_NO_CASE;", "    }", "}", "",
+            "/* ... returned by value (err: its AK_* code or RVM_NO_CASE), so that the caller's",
+            "   locals keep their registers */",
+            "typedef struct { int err; i64 w; double d; } rvm_incv;",
+            "RVM_OP rvm_incv rvm_incr(int op, i64 a, i64 b, const i64* c, int F)",
+            "{", "    rvm_incv r; r.w = 0; r.d = 0.0;",
+            "    r.err = rvm_incr_(op, a, b, c, F, &r.w, &r.d);", "    return r;", "}", "",
             "#undef TRY", "#undef RVM_OP", "#endif", ""]
     return "\n".join(out)
 

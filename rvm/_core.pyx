@@ -83,7 +83,11 @@ cdef extern from "_isa.h" nogil:
     enum:
         RVM_NO_CASE
     int rvm_exec(int op, i64* p0, i64* p1, i64* p2, const i64* c, int F, double* cs)
-    int rvm_incr(int op, i64 a, i64 b, const i64* c, int F, i64* di, double* df)
+    ctypedef struct rvm_incv:
+        int err
+        i64 w
+        double d
+    rvm_incv rvm_incr(int op, i64 a, i64 b, const i64* c, int F)
 
 cdef extern from "_adrules.h" nogil:
     void rvm_rot_adjoint(double s, double cs, double sn, double xa, double ya, double* ax,
@@ -783,9 +787,7 @@ _COUNTERS = frozenset(_op.code for _op in OPS if IS_COUNTER[_op.code])
 cdef inline i64 counter_step(int op, i64* c, int F) noexcept nogil:
     """What a counter row (IS_COUNTER) adds to its cell: f of its entry in isa/table.py
     (rvm_incr), with the table's sign."""
-    cdef i64 d = 0
-    cdef double unused = 0.0
-    rvm_incr(op, 0, 0, c, F, &d, &unused)
+    cdef i64 d = rvm_incr(op, 0, 0, c, F).w
     return d if REDUCE_SIGN[op] > 0 else <i64>(0 - <u64>d)
 
 
@@ -978,7 +980,8 @@ cdef int run_reduce(VM* vm, i64 k, i64* code, int e, i64* mem, i64* fpm, i64* pa
         # (not eligible by construction) no register form: the general kernel, whose
         # kernel_row runs the op or traps naming it
         return -_K_DECLINED
-    delta = counter_step(cop, cc, F)
+    delta = 1 if cop == OP_INC_I else -1 if cop == OP_DEC_I else \
+        cc[2] if cop == OP_ADDI_I else <i64>(0 - <u64>cc[2])
     if yp == ip:
         return -_K_DECLINED
     # the sources: a direct cell (read once: the body writes only y and i) or an array cell
@@ -1009,13 +1012,23 @@ cdef int run_reduce(VM* vm, i64 k, i64* code, int e, i64* mem, i64* fpm, i64* pa
     if not counter_cond(jcc, cp[0] == ip, cp[1] == ip, cp[0][0], cp[1][0], &RL.jmp) \
             or not counter_cond(tcc, cp[2] == ip, cp[3] == ip, cp[2][0], cp[3][0], &RL.join):
         return -_K_DECLINED
-    # the increment when it is loop-invariant
-    # (f of the instruction's entry in isa/table.py: rvm_incr of rvm/_isa.h)
-    if inv:
-        av = sp[0][0] if nsrc > 0 else 0
-        bv = sp[nsrc - 1][0] if nsrc > 0 else 0
-        if rvm_incr(op, av, bv, cu, F, &di, &df):
-            return -_K_DECLINED
+    # the increment when it is loop-invariant.  (Written out for the three forms rather than
+    # through rvm_incr of rvm/_isa.h: with that switch inlined twice gcc stops inlining
+    # run_reduce into run_kernel and keeps the accumulator in memory, 2-3x slower on T1.
+    # REDUCE_FORM restricts the ops to these forms; test_every_opcode_is_covered compares
+    # the result with the dispatch loop's for each.)
+    if nsrc == 0:
+        di = cu[2]
+    elif inv:
+        av = sp[0][0]
+        bv = sp[nsrc - 1][0]
+        if isf:
+            df = rvm_w2f(av) * rvm_w2f(bv) if mul else rvm_w2f(av)
+        else:
+            di = rvm_fixed_mul(av, bv, F) if (mul and ty == TY_FIXED) else \
+                <i64>(<u64>av * <u64>bv) if mul else av
+    if isf and nsrc == 0:
+        df = rvm_w2f(di)
     # the rule of y += s*a with a a direct cell, as ad_inline runs it, in a register: in the
     # adjoint sweep abar -= s*ybar with ybar constant, in tangent mode y' += s*a' (written
     # y' -= -(s*a'), the same number) with a' constant
@@ -1063,10 +1076,11 @@ cdef int run_reduce(VM* vm, i64 k, i64* code, int e, i64* mem, i64* fpm, i64* pa
                 break
             av = sp[0][0]
             bv = sp[nsrc - 1][0]
-            t = rvm_incr(op, av, bv, cu, F, &di, &df)
-            if t:
-                tc = exec_trap(vm, op, t, _NO_KERNEL_CASE)
-                break
+            if isf:
+                df = rvm_w2f(av) * rvm_w2f(bv) if mul else rvm_w2f(av)
+            else:
+                di = rvm_fixed_mul(av, bv, F) if (mul and ty == TY_FIXED) else \
+                    <i64>(<u64>av * <u64>bv) if mul else av
         if isf:
             r = accf + df if sg > 0 else accf - df
             if not isfinite(r):
