@@ -1019,6 +1019,8 @@ class FunctionCompiler(ExprCompiler):
         bounds = []
         for o in (lo_e, hi_e):
             t = ty.infer(o)
+            if t == BOOL:
+                raise Fail(o.pos, "E004", f"loop bound `{text(o)}` is a condition, not an int")
             if t not in (INT, None):
                 raise Fail(o.pos, "E004", f"loop bound `{text(o)}` is {t.name_}, not int")
             ty.settle(o, INT)

@@ -112,14 +112,15 @@ def isqrt(a: int) -> int:
 
 
 def _call(fn, *args: float) -> float:
+    call = f"{fn.name}({', '.join(repr(a) for a in args)})"        # log(-0.25), not log(-0.25,)
     try:
         r = fn.value(*args)
     except (ValueError, ZeroDivisionError):
-        raise ArithTrap("domain", f"{fn.name}{args} is undefined") from None
+        raise ArithTrap("domain", f"{call} is undefined") from None
     except OverflowError:
-        raise ArithTrap("range", f"{fn.name}{args} overflows") from None
+        raise ArithTrap("range", f"{call} overflows") from None
     if not math.isfinite(r):
-        raise ArithTrap("domain" if math.isnan(r) else "range", f"{fn.name}{args} = {r}")
+        raise ArithTrap("domain" if math.isnan(r) else "range", f"{call} = {r}")
     return r
 
 

@@ -122,6 +122,8 @@ def test_a_constant_join_condition_is_a_real_test_not_an_unverifiable_join():
 def test_a_condition_where_a_value_is_expected_is_an_error():
     e = diagnostics("inout odd: int\nfunc main() {\n    inc odd == 0\n}\n")
     assert e.diagnostics[0].code == "E004" and "is a condition, not a value" in str(e)
+    e = diagnostics("inout n: int\nfunc main() {\n    for i in 0..(n < 3) {\n    }\n}\n")
+    assert e.diagnostics[0].code == "E004" and "is a condition, not an int" in str(e)
 
 
 def test_janus_literals_and_array_sizes_are_bounded(tmp_path):
