@@ -29,7 +29,6 @@ from isa.types import INT
 from .diagnostics import Fail, Pos, Reporter
 from .lexer import MAX_DIGITS, TOO_BIG
 from .literals import Lit, clip
-from .parser import MAX_LENGTH as MAX_ARRAY
 from .nodes import (
     Binary,
     BoolLit,
@@ -56,6 +55,7 @@ from .nodes import (
     Unary,
     Update,
 )
+from .parser import MAX_LENGTH as MAX_ARRAY
 from .shapes import BY_LEAD
 
 STACK_CAPACITY = 1024          # values a Janus stack holds (rvm stacks have a capacity)

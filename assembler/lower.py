@@ -37,8 +37,8 @@ from .nodes import Binary, BoolLit, Call, Compare, Index, Len, Literal, Logic, N
 from .symbols import Ref
 
 if TYPE_CHECKING:
-    from .operands import Resolver
     from .codegen import Scope
+    from .operands import Resolver
     from .unit import Unit
 
 XORAND = OP_BY_NAME["xorand.i"]

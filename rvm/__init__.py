@@ -25,8 +25,8 @@ _LAZY = {"assemble": "api", "load": "api", "run": "api", "roundtrip": "api", "Re
          "grad_fn": "ad", "hessian": "ad", "hvp": "ad", "jvp": "ad"}
 
 __all__ = ["assemble", "load", "run", "roundtrip", "Result", "RoundTrip", "Machine", "Program",
-           "RVMError", "Trap", "PathDivergence", "InvalidBytecode", "AssemblyError", "Diagnostic", "grad", "jvp",
-           "hessian", "hvp", "grad_fn", "derivatives"]
+           "RVMError", "Trap", "PathDivergence", "InvalidBytecode", "AssemblyError", "Diagnostic",
+           "grad", "jvp", "hessian", "hvp", "grad_fn", "derivatives"]
 __version__ = "0.1.0"
 
 

@@ -8,9 +8,10 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -37,8 +38,7 @@ def assemble(source: str | os.PathLike, filename: str | None = None,
 def load(path: str | os.PathLike, include_paths: tuple[str, ...] = (), **janus: Any) -> Program:
     """Load a program file: `.rbc` bytecode (checked), Janus source `.ja` (compiled; `janus`
     takes `modular=True` for jana's -m and `stack_capacity`) or `.rasm` source (assembled)."""
-    from assembler import assemble_file
-    from assembler import rbc
+    from assembler import assemble_file, rbc
 
     p = Path(path)
     if not p.is_file():

@@ -24,8 +24,9 @@ import os
 import re
 import threading
 import warnings
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -334,7 +335,8 @@ def _release_report(r: _Runner, strict: bool, tolerance: float) -> dict | None:
 
 def derivatives(program: Program | str | os.PathLike, of: str | None = None,
                 wrt: str | Sequence[str] = (), inputs: Mapping[str, Any] | None = None, *,
-                gradient: bool = True, hessian: bool = False, tangents: Mapping[str, Any] | None = None,
+                gradient: bool = True, hessian: bool = False,
+                tangents: Mapping[str, Any] | None = None,
                 direction: Mapping[str, Any] | None = None, check_ancillas: bool = True,
                 strict: bool = False, max_steps: int | None = None, seed: int = 0,
                 machine: Machine | None = None, _runner: _Runner | None = None) -> Derivatives:
@@ -365,7 +367,7 @@ def _derivatives(program: Program | str | os.PathLike, of: str | None,
                  max_steps: int | None, seed: int, machine: Machine | None,
                  _runner: _Runner | None) -> Derivatives:
     prog = machine.program if machine is not None else _as_program(program)
-    names = _wrt_list(wrt) if (gradient or hessian or direction) else list((tangents or {}))
+    names = _wrt_list(wrt) if (gradient or hessian or direction) else list(tangents or {})
     r = _runner
     if r is None and machine is not None:
         # a machine reused across calls keeps its resolved cells (training loops, benchmarks)

@@ -20,7 +20,6 @@ What travels:
 from __future__ import annotations
 
 import copyreg
-import pickle
 from typing import Any
 
 from isa.program import INCOMPATIBLE_PICKLE, IncompatibleProgramPickle
