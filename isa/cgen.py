@@ -20,8 +20,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .table import (DATA, LAW_ADD, LAW_MUL, LAW_XOR, MACHINE_FAMILIES, OPS, TARGETS_MAY_COINCIDE,
-                    c_name)
+from .table import (
+    DATA,
+    LAW_ADD,
+    LAW_MUL,
+    LAW_XOR,
+    MACHINE_FAMILIES,
+    OPS,
+    TARGETS_MAY_COINCIDE,
+    c_name,
+)
 from .types import ALL_TYPES, FIXED, FLOAT, INT, LNS
 
 RVM_NO_CASE = 100          # rvm_exec's refusal (distinct from every AK_* code)
@@ -104,7 +112,7 @@ def function(op) -> str:
 
 def exec_case(op) -> str:
     args, cell = [], 0
-    for i, (kind, name) in enumerate(zip(op.operands, operand_names(op))):
+    for i, kind in enumerate(op.operands):
         if kind == "y":
             args.append(f"p{cell}")
             cell += 1
@@ -155,7 +163,8 @@ def generate_isa_header() -> str:
     out += [exec_case(op) for op in OPS if has_body(op)]
     out += ["    default: return RVM_NO_CASE;   /* named by the caller: never a guess */",
             "    }", "}", ""]
-    out += ["/* f of an update y +/-= f(sources) on int, fixed or float cells, on its source words a, b",
+    out += ["/* f of an update y +/-= f(sources) on int, fixed or float cells, on its source words "
+            "a, b",
             "   and row c: the word to add (int, fixed) or the double (float).  run_reduce adds a",
             "   loop-invariant f with the law itself. */",
             "RVM_OP int rvm_incr_(int op, i64 a, i64 b, const i64* c, int F, i64* di, double* df)",
@@ -227,7 +236,8 @@ def dispatch_case(ops, first: bool) -> list[str]:
         out += ["    else:", "        tc = RVM_NO_CASE"]
     out += ["    if tc:", "        tc = exec_trap(vm, op, tc, _NO_DISPATCH_CASE)", "        break"]
     if rotw:
-        out.append(f"    vm.rot_w = {cells[2][0]}[0]        # the angle whose cos, sin are in rot_cs")
+        out.append(f"    vm.rot_w = {cells[2][0]}[0]        "
+                   "# the angle whose cos, sin are in rot_cs")
     out += ["    pc += e", "    came = 0"]
     return out
 
