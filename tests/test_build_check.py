@@ -57,3 +57,17 @@ def test_importing_a_stale_core_fails_and_names_the_fix():
     assert r.returncode != 0
     assert "ImportError: rvm's compiled core was built from a different instruction table; " \
            "rebuild: pip install -e ." in r.stderr
+
+
+def test_a_data_instruction_without_a_body_stops_the_build():
+    """A table entry without C semantics cannot reach an executor: the generator refuses it
+    by name (setup.py runs it before compiling)."""
+    from isa import cgen
+    from isa.table import OP_BY_NAME
+
+    bare = dataclasses.replace(OP_BY_NAME["xorand.i"], law="", f="", body="")
+    with pytest.raises(cgen.MissingBody, match=r"xorand.i is a data instruction without C "
+                                               r"semantics: give its family a law and f, or a "
+                                               r"body, in isa/table.py"):
+        cgen.function(bare)
+    assert "rvm_op_cswap_i" in cgen.generate_isa_header()
