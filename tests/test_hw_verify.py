@@ -79,13 +79,17 @@ def test_a_wrong_shifter_is_caught(monkeypatch):
 @pytest.mark.parametrize("name", REALIZED)
 def test_exhaustive_8_bits(name):
     """All 2**(register bits) inputs at n = 8 (2**24 for y += a*b), every immediate, every
-    rotation count and every comparison of int and fixed cells."""
+    rotation count and every comparison of int and fixed cells.  An op of three registers
+    that is not an update (cswap: its reference runs input by input in Python, 90 s at 8
+    bits) is exhaustive at n = 6 here; `rvm hw verify` takes it to 8."""
     op = OP_BY_NAME[name]
-    for case in default_cases(op, 8, 3):
-        r = verify(op, 8, **case)
+    regs = sum(1 for k in op.operands if k in ("y", "a"))
+    n = 6 if regs == 3 and not op.law else 8
+    for case in default_cases(op, n, 3):
+        r = verify(op, n, **case)
         assert r.ok, r.message
         assert r.exhaustive
-        bits = 8 * sum(1 for k in op.operands if k in ("y", "a")) + (
+        bits = n * regs + (
             1 if op.family in ("jmp", "join", "assert") else 0)
         if op.family in ("jmp", "join", "assert"):
             bits = 17
