@@ -899,6 +899,11 @@ class Machine:
             return self._make(BytecodeTrap, f"{ran_as.name} is a loop-kernel opcode "
                               f"(KERNEL_OPS) but kernel_row has no case for it: refused, "
                               f"nothing changed (rvm/_core.pyx)", pc, D, {})
+        if code == _core.T_BYTECODE and tv[3] == _core.NO_DISPATCH_CASE:
+            return self._make(BytecodeTrap, f"{ran_as.name} has no case in the dispatch loop "
+                              f"(the extension was built without it: rebuild, pip install -e "
+                              f"., or give it C semantics in isa/table.py): refused, nothing "
+                              f"changed", pc, D, {})
         if code == _core.T_BYTECODE:
             return self._make(BytecodeTrap, f"{instr.name} reached running "
                               f"{'forward' if e > 0 else 'backward'}: control cannot get here "
