@@ -28,7 +28,8 @@ DIRECTIVES = {"boundscheck": False, "wraparound": False, "cdivision": True,
 core = Extension(
     "rvm._core",
     ["rvm/_core.pyx"],
-    depends=["rvm/_arith.h", "rvm/_dual.h", "rvm/_deriv.h", "rvm/_isa.h", "rvm/_adrules.h", "rvm/_opcodes.pxi",
+    depends=["rvm/_arith.h", "rvm/_dual.h", "rvm/_deriv.h", "rvm/_isa.h", "rvm/_adrules.h",
+             "rvm/_opcodes.pxi",
              "rvm/_vm_run.pxi.in", "rvm/_vm_run.pxi"],
     include_dirs=[numpy.get_include(), os.path.join(HERE, "rvm")],
     # -fwrapv: int cells wrap by definition; -ffp-contract=off: no fused multiply-add, so float

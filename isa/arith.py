@@ -19,8 +19,18 @@ from __future__ import annotations
 import math
 import struct
 
-from .functions import (CMP_ALWAYS, CMP_EQ, CMP_GE, CMP_GT, CMP_LE, CMP_LT, CMP_NE, FN1, FN2,
-                        cond_parts)
+from .functions import (
+    CMP_ALWAYS,
+    CMP_EQ,
+    CMP_GE,
+    CMP_GT,
+    CMP_LE,
+    CMP_LT,
+    CMP_NE,
+    FN1,
+    FN2,
+    cond_parts,
+)
 from .types import FIXED, FLOAT, INT, INT64_MAX, INT64_MIN, LNS, LNS_LOG_MAX, LNS_ZERO, NumType
 
 MASK64 = (1 << 64) - 1

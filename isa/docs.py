@@ -94,7 +94,8 @@ def render() -> str:
         f"logs have F fraction bits (`.fixed F`, default {DEFAULT_FRACTION_BITS}).  Rounding is",
         "half to even, an exact function of the sources; see isa/arith.py.",
         "",
-        f"Encoding: one instruction is {ROW_WIDTH} int64 words `[opcode, s1, ..., s{ROW_WIDTH - 1}]`,",
+        f"Encoding: one instruction is {ROW_WIDTH} int64 words "
+        f"`[opcode, s1, ..., s{ROW_WIDTH - 1}]`,",
         "operands in the order listed.  Operand kinds:",
         "",
         "| kind | meaning |",

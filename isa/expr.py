@@ -15,7 +15,7 @@ from __future__ import annotations
 import ast
 import math
 import operator
-from typing import Callable, Mapping
+from collections.abc import Callable, Mapping
 
 # name -> (arity, Python implementation); the C side implements d_<name> in rvm/_dual.h
 FUNCTIONS: dict[str, tuple[int, Callable[..., float]]] = {

@@ -8,8 +8,8 @@ isa/derivatives.py builds the tangent, adjoint and Hessian rules.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from .expr import evaluate
 from .types import FIXED, FLOAT, INT, NumType

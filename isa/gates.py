@@ -61,8 +61,9 @@ Constructions (gate-count formulas in docs/hw.md, pinned by tests/test_hw_counts
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Protocol, Sequence
+from typing import Protocol
 
 from .functions import CMP_ALWAYS, CMP_EQ, CMP_GE, CMP_LE, CMP_LT, CMP_NE, FN2, cond_parts
 from .table import OP_BY_NAME, Op

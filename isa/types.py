@@ -33,7 +33,8 @@ class NumType(IntEnum):
         return self in (NumType.FIXED, NumType.FLOAT)
 
 
-TYPE_NAMES = {NumType.INT: "int", NumType.FIXED: "fixed", NumType.LNS: "lns", NumType.FLOAT: "float"}
+TYPE_NAMES = {NumType.INT: "int", NumType.FIXED: "fixed", NumType.LNS: "lns",
+              NumType.FLOAT: "float"}
 TYPE_SUFFIX = {NumType.INT: "i", NumType.FIXED: "x", NumType.LNS: "l", NumType.FLOAT: "f"}
 TYPE_BY_NAME = {v: k for k, v in TYPE_NAMES.items()}
 TYPE_BY_SUFFIX = {v: k for k, v in TYPE_SUFFIX.items()}

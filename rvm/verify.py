@@ -41,11 +41,30 @@ import numpy as np
 
 from isa.functions import CMP_ALWAYS, FN1, FN2
 from isa.table import OPS, ROW_WIDTH
-from isa.types import INT, INT64_MAX, INT64_MIN, MAX_FRACTION_BITS, NumType, TYPE_NAMES
+from isa.types import INT, INT64_MAX, INT64_MIN, MAX_FRACTION_BITS, TYPE_NAMES, NumType
 
 from .errors import InvalidBytecode
-from .program import (GLOBAL, INOUT, INPUT, MODE_G, MODE_L, MODE_N, MODE_P, MODE_X, OUTPUT, Arg,
-                      CallSite, Const, Function, Global, Local, Param, Program, Trace, XEntry)
+from .program import (
+    GLOBAL,
+    INOUT,
+    INPUT,
+    MODE_G,
+    MODE_L,
+    MODE_N,
+    MODE_P,
+    MODE_X,
+    OUTPUT,
+    Arg,
+    CallSite,
+    Const,
+    Function,
+    Global,
+    Local,
+    Param,
+    Program,
+    Trace,
+    XEntry,
+)
 
 __all__ = ["verify", "check", "MAX_CELLS"]
 

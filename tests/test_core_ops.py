@@ -8,18 +8,17 @@ from __future__ import annotations
 
 import math
 import struct
-from functools import lru_cache
+from functools import cache, lru_cache
 
 import pytest
+from builder import ProgramBuilder
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from builder import ProgramBuilder
 from isa.arith import ArithTrap, compare, execute, f2w, fixed_from_real, lns_from_real, wrap
 from isa.functions import CMP_BY_SYMBOL, CMP_SYMBOLS, FN1, FN2, cond_word
 from isa.table import CONTROL, DATA, EXACT, INVERSE, OPS, READS_ONLY
-from isa.types import (ALL_TYPES, FIXED, FLOAT, INT, INT64_MAX, INT64_MIN, LNS, LNS_LOG_MAX,
-                       LNS_ZERO)
+from isa.types import ALL_TYPES, FIXED, FLOAT, INT, INT64_MAX, INT64_MIN, LNS, LNS_LOG_MAX, LNS_ZERO
 from rvm.errors import AssertionTrap, DivisionByZero, DomainError, RangeError
 from rvm.machine import Machine
 
@@ -265,7 +264,7 @@ def test_conditions_match_reference(t, cmp, data):
             m.run()
 
 
-@lru_cache(maxsize=None)
+@cache
 def _assert_machine(t, cmp) -> Machine:
     pb = ProgramBuilder(F)
     a, b = pb.glob("a", t), pb.glob("b", t)

@@ -9,25 +9,40 @@ import math
 
 import numpy as np
 import pytest
+from builder import ProgramBuilder
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_core_ops import check_op, words
+from test_kernels import trajectory
 
 import rvm
-from builder import ProgramBuilder
 from isa.arith import execute, f2w, fixed_from_real, w2f, wrap
-from isa.functions import (CMP_ALWAYS, CMP_EQ, CMP_GE, CMP_LT, CMP_NE, FN1_BY_NAME, FN2,
-                           FN2_BY_NAME, cond_word)
 from isa.cgen import has_body
+from isa.functions import (
+    CMP_ALWAYS,
+    CMP_EQ,
+    CMP_GE,
+    CMP_LT,
+    CMP_NE,
+    FN1_BY_NAME,
+    FN2,
+    FN2_BY_NAME,
+    cond_word,
+)
 from isa.program import INOUT, Trace
 from isa.table import EXACT, OP_BY_NAME, OPS
 from isa.types import FIXED, FLOAT, INT, INT64_MAX, INT64_MIN, LNS
 from rvm import _core
-from rvm.errors import (AssertionTrap, BytecodeTrap, DivisionByZero, DomainError,
-                        InvalidBytecode, RangeError)
+from rvm.errors import (
+    AssertionTrap,
+    BytecodeTrap,
+    DivisionByZero,
+    DomainError,
+    InvalidBytecode,
+    RangeError,
+)
 from rvm.machine import Machine
 from rvm.verify import check
-from test_core_ops import check_op, words
-from test_kernels import trajectory
 
 F = 32
 

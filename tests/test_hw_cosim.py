@@ -148,6 +148,7 @@ def test_traps_the_model_predicts_pass_through():
 def _expr_program(fn_names, mod: bool = False):
     """Built by hand (tests/builder.py): the instructions added for expressions in a loop."""
     from builder import ProgramBuilder
+
     from isa.arith import fixed_from_real
     from isa.functions import CMP_GE, CMP_LT, FN2_BY_NAME, cond_word
     from isa.program import INOUT

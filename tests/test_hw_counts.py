@@ -11,8 +11,7 @@ from collections import Counter
 import pytest
 
 from isa import gates
-from isa.functions import (CMP_EQ, CMP_GE, CMP_GT, CMP_LE, CMP_LT, CMP_NE, FN2_BY_NAME,
-                           cond_word)
+from isa.functions import CMP_EQ, CMP_GE, CMP_GT, CMP_LE, CMP_LT, CMP_NE, FN2_BY_NAME, cond_word
 from isa.types import FIXED, INT
 from rvm.hw.build import circuit
 from rvm.hw.circuit import KIND_NAMES, Builder

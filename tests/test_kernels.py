@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_reversibility import programs, start_values
 
 import rvm
 from rvm.errors import StepLimit, Trap
-from test_reversibility import programs, start_values
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))

@@ -11,13 +11,13 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from test_kernels import BODIES, LOOPS
+from test_native_review import bits, observe, wait_native
+from test_reversibility import FIXEDS, INTS, programs
 
 import rvm
 from rvm import native
 from rvm.errors import RVMError, Trap
-from test_kernels import BODIES, LOOPS
-from test_native_review import bits, observe, wait_native
-from test_reversibility import FIXEDS, INTS, programs
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))

@@ -19,12 +19,11 @@ import sys
 import textwrap
 from pathlib import Path
 
-import numpy as np
 import pytest
+from test_native_review import bits, observe
 
 import rvm
 from rvm import native
-from test_native_review import bits, observe
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -7,15 +7,15 @@ from __future__ import annotations
 import math
 
 import pytest
-
 from builder import ProgramBuilder
+from test_expr_ops import FLOAT_BODIES, FLOAT_CELLS, INT_BODIES, INT_CELLS, loop
+from test_native_review import same
+
 from isa.arith import f2w, fixed_from_real
 from isa.functions import CMP_GT, CMP_LE, CMP_LT, CMP_NE, FN1_BY_NAME, FN2, cond_word
 from isa.program import INOUT
 from isa.types import FIXED, FLOAT, INT, LNS
 from rvm import native
-from test_expr_ops import FLOAT_BODIES, FLOAT_CELLS, INT_BODIES, INT_CELLS, loop
-from test_native_review import same
 
 pytestmark = [pytest.mark.skipif(native.compiler() is None, reason="no C compiler"),
               pytest.mark.filterwarnings("ignore::rvm.ad.ReleasedTangentWarning")]

@@ -13,8 +13,21 @@ from isa.functions import CMP_ALWAYS, CMP_GE, CMP_LT, FN1_BY_NAME, cond_word
 from isa.table import OP_BY_NAME, OPS, ROW_WIDTH
 from isa.types import FIXED, FLOAT, INT, LNS
 from rvm.errors import FormatError, InvalidBytecode
-from rvm.program import (INPUT, OUTPUT, Arg, CallSite, Const, Function, Global, Local, Param,
-                         Program, Trace, XEntry, operand)
+from rvm.program import (
+    INPUT,
+    OUTPUT,
+    Arg,
+    CallSite,
+    Const,
+    Function,
+    Global,
+    Local,
+    Param,
+    Program,
+    Trace,
+    XEntry,
+    operand,
+)
 from rvm.verify import check, verify
 
 

@@ -23,8 +23,8 @@ as their lifetimes allow (so the wire count is the registers plus the peak of li
 from __future__ import annotations
 
 import heapq
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import numpy as np
 
@@ -52,7 +52,7 @@ class Circuit:
     # the price of erasing nothing, instead of kT ln 2 per bit
     uncompute: int = 0
 
-    def inverse(self) -> "Circuit":
+    def inverse(self) -> Circuit:
         """The inverse circuit: the rows reversed, ALLOC and FREE swapped, outputs <-> inputs."""
         g = self.gates[::-1].copy()
         kinds = g[:, 0].copy()

@@ -19,8 +19,9 @@ need no gates.  Each circuit run checks its ancillas came back zero and its sour
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import numpy as np
 

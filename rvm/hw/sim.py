@@ -6,12 +6,12 @@ non-register wire is zero at the end, and each source register holds its input a
 """
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 import numpy as np
 
 from . import _sim
-from .circuit import Circuit, KIND_NAMES
+from .circuit import KIND_NAMES, Circuit
 
 
 class CircuitError(Exception):

@@ -286,7 +286,7 @@ def _exhaustive_state(c, bits: dict[str, int], start: int, count: int) -> np.nda
     jb = np.arange(start // 64, start // 64 + blocks, dtype=np.uint64)
     ones = np.uint64(0xFFFFFFFFFFFFFFFF)
     s = 0
-    for r, w in bits.items():
+    for r, _w in bits.items():
         for wire in c.inputs[r]:
             if s < 6:
                 state[wire, :] = np.uint64(_LANES[s])
@@ -342,8 +342,7 @@ def _compare(op: Op, way: str, vals, got, want, valid: np.ndarray) -> None:
 def default_cases(op: Op, n: int, F: int) -> list[dict]:
     """The parameter sets `rvm hw verify` tries for an opcode: every immediate (or a sample
     at large widths), every rotation count, every comparison of int and fixed cells."""
-    from isa.functions import (CMP_ALWAYS, CMP_EQ, CMP_GE, CMP_GT, CMP_LE, CMP_LT, CMP_NE,
-                               cond_word)
+    from isa.functions import CMP_ALWAYS, CMP_EQ, CMP_GE, CMP_GT, CMP_LE, CMP_LT, CMP_NE, cond_word
     from isa.gates import realization, realized_fns
     from isa.types import FIXED, INT
 

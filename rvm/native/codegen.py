@@ -21,8 +21,18 @@ from __future__ import annotations
 import numpy as np
 
 from isa.cgen import distinct_pairs, func_name, has_body, operand_names
-from isa.derivatives import (PF_DIF, PF_DIV, PF_FN1, PF_FN2, PF_MUL, PF_NONE, PF_ONE, PF_SUM,
-                             RULES, pf_id)
+from isa.derivatives import (
+    PF_DIF,
+    PF_DIV,
+    PF_FN1,
+    PF_FN2,
+    PF_MUL,
+    PF_NONE,
+    PF_ONE,
+    PF_SUM,
+    RULES,
+    pf_id,
+)
 from isa.table import INVERSE, OPS
 from isa.types import FIXED, FLOAT, INT, LNS
 
@@ -143,7 +153,7 @@ class Ref:
         """C that stores a word into the cell."""
         return f"{self.f} = rvm_w2f({word});" if self.f else f"{self.val} = {word};"
 
-    def same(self, other: "Ref") -> str | None:
+    def same(self, other: Ref) -> str | None:
         """C for `the two are one cell`: None when they never are, "1" when always."""
         if self.hi <= other.lo or other.hi <= self.lo:
             return None
@@ -396,7 +406,7 @@ class _Fn:
             if par.length is not None:
                 out.append(f"if (cpl[{i}] != {par.length}) BAIL({pc});")
         written = [i for i, par in enumerate(g.params) if par.written]
-        for i, w, idx in xargs:                        # an indexed argument's index cell
+        for _i, _w, idx in xargs:                      # an indexed argument's index cell
             if idx is None:
                 continue                               # a parameter length: not a cell
             for j in written:
@@ -421,7 +431,7 @@ class _Fn:
         out.append(f"{{ i64 rc = {self.names[callee]}(st, {nfp}, cpa, cpl, depth + 1, "
                    f"ptop + {len(self.f.params)}, &n); if (rc) {{ *np = n; return rc; }} }}")
         out.append(self.reload())
-        for i, w, idx in xargs:                        # the argument still names that cell
+        for i, w, _idx in xargs:                       # the argument still names that cell
             pre = []
             ref, _ = self.cell(w, pc, pre)
             out += pre + [f"if ({ref.ptr} - M != cpa[{i}]) BAIL({pc});"]
@@ -481,7 +491,6 @@ class _Fn:
             return []
         t = op.types[0] if op.types else None
         s = rule.sign
-        V = [r.val for r in P]
         D = [r.adj for r in P]                  # the cells' adjoints (lvalues)
         if rule.kind == "update":
             pf = pf_id(op)
