@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from test_kernels import BODIES, LOOPS
-from test_native_review import bits, observe, wait_native
+from test_native_corners import bits, observe, wait_native
 from test_reversibility import FIXEDS, INTS, programs
 
 import rvm

@@ -9,7 +9,7 @@ import math
 import pytest
 from builder import ProgramBuilder
 from test_expr_ops import FLOAT_BODIES, FLOAT_CELLS, INT_BODIES, INT_CELLS, loop
-from test_native_review import same
+from test_native_corners import same
 
 from isa.arith import f2w, fixed_from_real
 from isa.functions import CMP_GT, CMP_LE, CMP_LT, CMP_NE, FN1_BY_NAME, FN2, cond_word

@@ -1,4 +1,4 @@
-"""Review of the native code (rvm/native/codegen.py, Core.set_native/_native_sweeps): programs
+"""The native code at its corners (rvm/native/codegen.py, Core.set_native/_native_sweeps):
 aimed at the corners of the translation, each run by a native and an interpreted grad_fn over
 the same calls.  Everything a caller sees must agree bit for bit: the gradients, the loss,
 `f.last.steps`, the drift, the words snapshots `f.runner.words`, and where the interpreter
@@ -30,7 +30,7 @@ pytestmark = [pytest.mark.skipif(native.compiler() is None, reason="no C compile
 @pytest.fixture(autouse=True, scope="module")
 def _cache(tmp_path_factory):
     mp = pytest.MonkeyPatch()
-    mp.setenv("RVM_CACHE_DIR", str(tmp_path_factory.mktemp("native_review")))
+    mp.setenv("RVM_CACHE_DIR", str(tmp_path_factory.mktemp("native_corners")))
     yield
     mp.undo()
 

@@ -1,4 +1,4 @@
-"""Review of native calls and double promotion (rvm/native/codegen.py `_Fn.call`, Ref.f,
+"""Native calls and double promotion (rvm/native/codegen.py `_Fn.call`, Ref.f,
 rvm_float_add_d; Core._native_sweeps): programs aimed at call binding, nested and mutual
 recursion, uncall of callers, promoted globals changed through parameters, and float cells
 kept as C doubles (swap/neg/rot/compare with NaN payloads, -0.0, inf).  A native and an
@@ -20,7 +20,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from test_native_review import bits, observe
+from test_native_corners import bits, observe
 
 import rvm
 from rvm import native
