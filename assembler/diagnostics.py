@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from rvm.errors import RVMError
+from isa.errors import RVMError
 
 CODES: dict[str, str] = {
     "E001": "syntax error",

@@ -22,11 +22,11 @@ import zlib
 
 import numpy as np
 
+from isa.errors import FormatError, InvalidBytecode
 from isa.program import Arg, CallSite, Const, Function, Global, Local, Param, Program, Trace, XEntry
 from isa.table import OPS, ROW_WIDTH
 from isa.types import INT64_MAX, INT64_MIN, TYPE_BY_NAME, TYPE_NAMES, NumType
-from rvm.errors import FormatError, InvalidBytecode
-from rvm.verify import verify
+from isa.verify import verify
 
 from .disasm import rasm_problems
 
