@@ -12,7 +12,8 @@ chart (default benchmarks/out/).
                                [--json out.json] [--chart out.png] [--profile]
 
 Tasks: T1 accumulate loop, T2 Bessel J_2(3) by the series, T3 peak memory of T1's gradient
-(fresh processes), T4 unitary matrix multiply by Givens rotations, T5 Petersen embedding loss.
+(fresh processes), T4 unitary matrix multiply by Givens rotations, T5 Petersen embedding loss
+(gradient and full Hessian), T6 Petersen gradients at 10^4 points in one call.
 """
 from __future__ import annotations
 
@@ -37,19 +38,21 @@ from peers.common import rvm_grad_missing, versions  # noqa: E402
 from peers.engine import Ctx, Row  # noqa: E402
 from rich.console import Console  # noqa: E402
 
-TASKS = ("T1", "T2", "T3", "T4", "T5")
+TASKS = ("T1", "T2", "T3", "T4", "T5", "T6")
 TITLES = {
     "T1": "T1: accumulate loop  for i in 1..n: x += one,  gradient wrt x and one",
     "T2": "T2: Bessel J_2(3.0) by the series,  first and second derivative in z",
     "T4": "T4: unitary matrix multiply by N(N-1)/2 Givens rotations, loss = sum(x), grad wrt x, theta",
-    "T5": "T5: Petersen graph embedding loss (k = 4), one gradient",
+    "T5": "T5: Petersen graph embedding loss (k = 4), one gradient and the full Hessian",
+    "T6": "T6: Petersen loss gradients at B = 10^4 random points (one batch)",
 }
 
 
 def _task_module(task: str):
     """The module of a timed task, imported lazily so a broken task cannot stop the others."""
     import importlib
-    name = {"T1": "t1_accumulate", "T2": "t2_bessel", "T4": "t4_umm", "T5": "t5_petersen"}[task]
+    name = {"T1": "t1_accumulate", "T2": "t2_bessel", "T4": "t4_umm", "T5": "t5_petersen",
+            "T6": "t6_batch"}[task]
     return importlib.import_module(f"peers.{name}")
 
 
@@ -99,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
                                  epilog="\n".join(__doc__.splitlines()[2:]))
     ap.add_argument("--quick", action="store_true",
                     help="smaller sizes, fewer runs, tighter time limits (for development)")
-    ap.add_argument("--tasks", default=",".join(TASKS), help="comma list of T1..T5")
+    ap.add_argument("--tasks", default=",".join(TASKS), help="comma list of T1..T6")
     ap.add_argument("--peers", default=",".join(PEERS), help="comma list of " + ",".join(PEERS))
     ap.add_argument("--repeat", type=int, default=None,
                     help="timing samples per measurement (median; default 5, quick 3)")

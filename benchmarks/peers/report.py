@@ -201,6 +201,13 @@ def targets(rows: list[Row], mem: list[MemRow]) -> list[Target]:
     r = grad_ratio("T2", case, "python", "rvm")
     out.append(_cmp("T2: rvm faster than Python hand adjoint", r, 1.0,
                     f"python/rvm = {fmt_ratio(r)}", le=False))
+    case = "d2J/dz2"                     # issue 16: rvm.hessian called as a user would
+    r = grad_ratio("T2", case, "rvm", "C")
+    out.append(_cmp("T2 second derivative: rvm.hessian <= 5x C", r, 5.0,
+                    f"rvm/C = {fmt_ratio(r)}"))
+    r = grad_ratio("T2", case, "jax", "rvm")
+    out.append(_cmp("T2 second derivative: rvm >= 5x faster than JAX jit", r, 5.0,
+                    f"JAX/rvm = {fmt_ratio(r)}", le=False))
 
     def growth(peer: str) -> tuple[MemRow | None, MemRow | None]:
         ok = [m for m in mem if m.peer == peer and m.growth is not None]
@@ -237,12 +244,34 @@ def targets(rows: list[Row], mem: list[MemRow]) -> list[Target]:
     r = grad_ratio("T4", case, "jax", "rvm")
     out.append(_cmp("T4 N=100: rvm >= 20x faster than JAX jit", r, 20.0,
                     f"JAX/rvm = {fmt_ratio(r)}", le=False))
+
+    case = "Hessian 40x40"               # issue 16
+    r = grad_ratio("T5", case, "jax", "rvm")
+    out.append(_cmp("T5 full Hessian: rvm >= 3x faster than jax.hessian jit", r, 3.0,
+                    f"JAX/rvm = {fmt_ratio(r)}", le=False))
+    r = grad_ratio("T5", case, "rvm", "C")
+    out.append(Target("T5 full Hessian: rvm / C closed form", "N/A" if r is None else "INFO",
+                      f"rvm/C = {fmt_ratio(r)}"))
+
+    one, all_ = _find(rows, "T6", "B=10^4, 1 thread", "rvm"), _find(rows, "T6", "B=10^4", "rvm")
+    c = _find(rows, "T6", "B=10^4", "C")
+    r = ratio(one, c) if one is not None and one.counts else ratio(all_, c)
+    which = "1 thread" if one is not None and one.counts else "the all-core row"
+    out.append(_cmp("T6: rvm per point <= 1.5x C's single-thread loop", r, 1.5,
+                    f"rvm ({which})/C = {fmt_ratio(r)}"))
+    r = ratio(one, all_)
+    out.append(_cmp("T6: rvm speed-up from the 2nd core >= 1.7x", r, 1.7,
+                    f"rvm 1 thread / all = {fmt_ratio(r)}", le=False))
+    for peer, label in (("jax", "jax vmap-grad jit"), ("torch", "torch.func vmap-grad")):
+        r = grad_ratio("T6", "B=10^4", peer, "rvm")
+        out.append(_cmp(f"T6: rvm >= 3x faster than {label}", r, 3.0,
+                        f"{peer}/rvm = {fmt_ratio(r)}", le=False))
     return out
 
 
 def print_targets(console: Console, ts: list[Target]) -> None:
-    console.print("\n[bold]Targets (issue 4)[/]")
-    color = {"PASS": "green", "MISS": "red", "N/A": "yellow"}
+    console.print("\n[bold]Targets (issues 4 and 16)[/]")
+    color = {"PASS": "green", "MISS": "red", "N/A": "yellow", "INFO": "blue"}
     for t in ts:
         console.print(f"  [{color[t.status]}]{t.status:4}[/]  {t.name}: {t.detail}")
 

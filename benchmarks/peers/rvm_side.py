@@ -42,10 +42,9 @@ def impl(prog: Any, inputs: dict[str, Any], of: str, wrt: list[str],
             note = "rvm gradient: rvm.hessian not available"
         else:
             name = wrt[0]
-            hm = rvm.Machine(prog)          # reused, as grad_fn reuses its machine
 
-            def grad() -> dict[str, Any]:
-                h = rvm.hessian(prog, of=of, wrt=wrt, inputs=inputs, machine=hm)
+            def grad() -> dict[str, Any]:      # as a user calls it, every time
+                h = rvm.hessian(prog, of=of, wrt=wrt, inputs=inputs)
                 return {name: float(h.reshape(-1)[0])}
     else:
         # the native code (rvm/native) is built first, its time in the compile column like a

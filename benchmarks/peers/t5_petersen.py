@@ -1,4 +1,5 @@
-"""T5: one gradient of the Petersen graph embedding loss, k = 4 (NiLang paper, section IV E).
+"""T5: the Petersen graph embedding loss, k = 4 (NiLang paper, section IV E): one gradient,
+and the full 40 x 40 Hessian.
 
 x places the 10 vertices in k dimensions (vertex-major: x[v*k + r]).  D1 / D2 are the
 Euclidean distances over the 15 edges / 30 non-edges, v = their sample variances, computed as
@@ -202,8 +203,77 @@ FACTORIES: dict[str, Callable[[], Impl]] = {
     "rvm": rvm_impl, "C": c_impl, "python": python_impl, "numpy": numpy_impl,
     "autograd": autograd_impl, "torch": torch_impl, "jax": jax_impl,
 }
-NOTES = [f"x: {NV} vertices x k = {K} coordinates from a fixed seed; 15 edges, 30 non-edges"]
+NOTES = [f"x: {NV} vertices x k = {K} coordinates from a fixed seed; 15 edges, 30 non-edges",
+         "the Hessian rows time the full 40 x 40 Hessian (rvm: rvm.hessian; C: closed form) "
+         "in the gradient column"]
+
+HESSIAN = "Hessian 40x40"
+
+
+def rvm_hessian_impl() -> Impl:
+    """rvm.hessian(prog, of, wrt, inputs) called as a user would, every call."""
+    if rvm_side.program_path(PROGRAM) is None:
+        raise Skip(f"rvm: {PROGRAM} not written yet")
+    import rvm
+    prog = rvm_side.program(PROGRAM)
+    inputs = {RVM_X: data(), **RVM_EXTRA}
+
+    def grad() -> dict[str, np.ndarray]:
+        return {"H": rvm.hessian(prog, of=RVM_OUT, wrt=[RVM_X], inputs=inputs)}
+
+    return Impl(None, grad, note="rvm.hessian(prog, ...) per call")
+
+
+def c_hessian_impl() -> Impl:
+    lib = c_lib("t5_petersen")
+    lib.t5_hessian.restype = ctypes.c_double
+    a, b = _pairs()
+    x = data()
+    H = np.empty((NV * K, NV * K))
+    pa, pb = ctypes.c_void_p(a.ctypes.data), ctypes.c_void_p(b.ctypes.data)
+    args = (ctypes.c_int(K), ctypes.c_int(NV), ctypes.c_int(len(EDGES)),
+            ctypes.c_int(len(NON_EDGES)), pa, pb, dptr(x), dptr(H))
+
+    def grad() -> dict[str, np.ndarray]:
+        lib.t5_hessian(*args, ctypes.c_long(1))
+        return {"H": H.copy()}
+
+    return Impl(None, grad, grad_loop=lambda k: lib.t5_hessian(*args, ctypes.c_long(k)),
+                note="closed form", extra={"keep": (a, b, x, H)})
+
+
+def torch_hessian_impl() -> Impl:
+    import torch
+    import torch.func
+
+    class _T:
+        reshape = staticmethod(torch.reshape)
+        sqrt = staticmethod(torch.sqrt)
+
+        @staticmethod
+        def sum(t: Any, axis: int | None = None) -> Any:
+            return t.sum() if axis is None else t.sum(dim=axis)
+
+    x = torch.tensor(data())
+    h = torch.func.hessian(lambda v: _loss(_T, v))
+    return Impl(None, lambda: {"H": h(x)}, note="torch.func.hessian (eager)")
+
+
+def jax_hessian_impl() -> Impl:
+    import jax
+    import jax.numpy as jnp
+    x = jnp.asarray(data())
+    h = jax.jit(jax.hessian(lambda v: _loss(jnp, v)))
+    return Impl(None, lambda: {"H": h(x).block_until_ready()}, jit=True,
+                note="jax.jit(jax.hessian(f))")
+
+
+HESSIAN_FACTORIES: dict[str, Callable[[], Impl]] = {
+    "rvm": rvm_hessian_impl, "C": c_hessian_impl, "torch": torch_hessian_impl,
+    "jax": jax_hessian_impl,
+}
 
 
 def run(ctx: Ctx) -> list[Row]:
-    return run_case(ctx, "T5", f"k={K}", K, dict(FACTORIES), rtol=1e-9, atol=1e-12)
+    return run_case(ctx, "T5", f"k={K}", K, dict(FACTORIES), rtol=1e-9, atol=1e-12) + \
+        run_case(ctx, "T5", HESSIAN, K, dict(HESSIAN_FACTORIES), rtol=1e-8, atol=1e-10)

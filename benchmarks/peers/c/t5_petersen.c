@@ -63,3 +63,69 @@ double t5_grad(int k, int nv, int n1, int n2, const int *a, const int *b, const 
     }
     return l;
 }
+
+/* T5's full Hessian, closed form.  Per set S (n pairs, u_i = x_a - x_b, d_i = |u_i|,
+ * P = sum d_i):  v_S = sum d_i^2 / (n-1) - P^2 / (n (n-1)), so
+ *   H_S = sum_i [ (2/(n-1)) I - (2P/(n(n-1))) (I/d_i - u_i u_i^T / d_i^3) ] on the blocks
+ *         (a,a), (b,b) (minus on (a,b), (b,a))  -  (2/(n(n-1))) gP gP^T,
+ * with gP = dP/dx.  H is (nv k) x (nv k), row-major. */
+double t5_hessian(int k, int nv, int n1, int n2, const int *a, const int *b, const double *x,
+                  double *H, long reps) {
+    int n = nv * k;
+    double gp[256], l = 0.0;
+    for (long rep = 0; rep < reps; rep++) {
+        for (int i = 0; i < n * n; i++) H[i] = 0.0;
+        for (int set = 0; set < 2; set++) {
+            int lo = set ? n1 : 0, hi = set ? n1 + n2 : n1;
+            double nn = hi - lo, P = 0.0;
+            for (int i = 0; i < n; i++) gp[i] = 0.0;
+            for (int i = lo; i < hi; i++) {
+                double s = 0.0;
+                for (int r = 0; r < k; r++) {
+                    double t = x[a[i] * k + r] - x[b[i] * k + r];
+                    s += t * t;
+                }
+                double d = sqrt(s);
+                P += d;
+                for (int r = 0; r < k; r++) {
+                    double t = (x[a[i] * k + r] - x[b[i] * k + r]) / d;
+                    gp[a[i] * k + r] += t;
+                    gp[b[i] * k + r] -= t;
+                }
+            }
+            double cq = 2.0 / (nn - 1.0), cp = 2.0 * P / (nn * (nn - 1.0));
+            for (int i = lo; i < hi; i++) {
+                double u[16], s = 0.0;
+                for (int r = 0; r < k; r++) {
+                    u[r] = x[a[i] * k + r] - x[b[i] * k + r];
+                    s += u[r] * u[r];
+                }
+                double d = sqrt(s), d3 = d * s;
+                for (int r = 0; r < k; r++)
+                    for (int q = 0; q < k; q++) {
+                        double m = (r == q ? cq - cp / d : 0.0) + cp * u[r] * u[q] / d3;
+                        H[(a[i] * k + r) * n + a[i] * k + q] += m;
+                        H[(b[i] * k + r) * n + b[i] * k + q] += m;
+                        H[(a[i] * k + r) * n + b[i] * k + q] -= m;
+                        H[(b[i] * k + r) * n + a[i] * k + q] -= m;
+                    }
+            }
+            double co = 2.0 / (nn * (nn - 1.0));
+            for (int i = 0; i < n; i++)
+                for (int j = 0; j < n; j++) H[i * n + j] -= co * gp[i] * gp[j];
+        }
+        __asm__ volatile("" : : "r"(H) : "memory");
+        l = H[0];
+    }
+    return l;
+}
+
+/* T6: t5_grad at each of `npts` points (X and G are npts x (nv k), row-major), one after the
+ * other on one thread. */
+void t6_grad_points(int k, int nv, int n1, int n2, const int *a, const int *b,
+                    const double *X, double *G, long npts, long reps) {
+    int n = nv * k;
+    for (long rep = 0; rep < reps; rep++)
+        for (long p = 0; p < npts; p++)
+            t5_grad(k, nv, n1, n2, a, b, X + p * n, G + p * n, 1);
+}
