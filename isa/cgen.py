@@ -12,7 +12,7 @@ writes from them
   * rvm_exec(op, p0, p1, p2, row, F, cs): every such instruction on its cells (in operand
     order) and its row, and RVM_NO_CASE, a named refusal, for any other opcode.
 
-The dispatch loop, the loop kernels (rvm/_core.pyx) and the native code (rvm/native/codegen.py)
+The dispatch loop, the loop kernels (rvm/_kernels.pxi) and the native code (rvm/native/codegen.py)
 run these functions, so what an instruction computes is written once, here in the table;
 isa/arith.py stays the independent oracle the tests compare them with.
 """

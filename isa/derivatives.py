@@ -28,7 +28,7 @@ Every data instruction that writes a differentiable cell falls in one of these k
 The machine applies the rule of the instruction it executes (after the inverse map), so uncall,
 backward runs and the adjoint sweep need no extra rules: running backward, the adjoint of the
 instruction that ran forward is the executed inverse's rule with the sign flipped (see
-rvm/_core.pyx, ad_apply).  tests/test_ad_rules.py checks every rule of the table against finite
+rvm/_ad.pxi, ad_apply).  tests/test_ad_rules.py checks every rule of the table against finite
 differences of the interpreter, in both modes and both directions.
 """
 from __future__ import annotations

@@ -898,7 +898,7 @@ class Machine:
         if code == _core.T_BYTECODE and tv[3] == _core.NO_KERNEL_CASE:
             return self._make(BytecodeTrap, f"{ran_as.name} is a loop-kernel opcode "
                               f"(KERNEL_OPS) but kernel_row has no case for it: refused, "
-                              f"nothing changed (rvm/_core.pyx)", pc, D, {})
+                              f"nothing changed (rvm/_kernels.pxi)", pc, D, {})
         if code == _core.T_BYTECODE and tv[3] == _core.NO_DISPATCH_CASE:
             return self._make(BytecodeTrap, f"{ran_as.name} has no case in the dispatch loop "
                               f"(the extension was built without it: rebuild, pip install -e "

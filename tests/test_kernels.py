@@ -1,4 +1,4 @@
-"""Loop kernels (rvm/_core.pyx, run_kernel) are invisible: with and without them every run
+"""Loop kernels (rvm/_kernels.pxi, run_kernel) are invisible: with and without them every run
 passes through the same states at the same steps, stops at the same step limits and traps at
 the same instruction with the same state, forward, backward and under AD."""
 from __future__ import annotations

@@ -36,7 +36,7 @@ from isa.derivatives import (
 from isa.table import INVERSE, OPS
 from isa.types import FIXED, FLOAT, INT, LNS
 
-# return codes of the generated functions (rvm/_core.pyx native_run reads them): done, gave
+# return codes of the generated functions (rvm/_native.pxi native_run reads them): done, gave
 # up (the interpreter runs the call), stopped by a signal (its exception is set)
 DONE, BAIL, STOPPED = 0, 2, 3
 ABI = 5                   # bump when the state struct or the entry points change
@@ -64,7 +64,7 @@ PRELUDE = """\
 #include "_deriv.h"
 #include "_isa.h"
 #include "_adrules.h"
-/* rvm/_core.pyx NativeState: keep in step (ABI) */
+/* rvm/_native.pxi NativeState: keep in step (ABI) */
 typedef struct rvm_ns {
     i64* mem; double* adj;
     i64 steps;                      /* steps run */
@@ -252,7 +252,7 @@ class _Fn:
 
     def cell(self, w: int, pc: int, pre: list[str]) -> tuple[Ref, Ref | None]:
         """(the cell, its index cell or None) of the operand word w (opnd/opnd_slow in
-        rvm/_core.pyx); an indexed operand reads its index and checks its bounds in `pre`."""
+        rvm/_operands.pxi); an indexed operand reads its index and checks its bounds in `pre`."""
         m = w & 7
         if m == MODE_N:                                # a parameter's length: read-only
             return Ref(f"(pl + {w >> 3})", f"pl[{w >> 3}]", "", -3, -2), None
@@ -480,11 +480,11 @@ class _Fn:
         return out
 
     def real(self, ref: Ref, t) -> str:
-        """real_of in rvm/_core.pyx: the value a float or fixed cell's duals are measured in."""
+        """real_of in rvm/_ad.pxi: the value a float or fixed cell's duals are measured in."""
         return ref.fv() if t == FLOAT else f"ldexp((double){ref.val}, -{self.F})"
 
     def rule(self, op, c, P, pc: int) -> list[str]:
-        """The adjoint rule of the executed row (ad_rule/ad_inline/ad_rot of rvm/_core.pyx
+        """The adjoint rule of the executed row (ad_rule/ad_inline/ad_rot of rvm/_ad.pxi
         with only the adjoint on): xbar -= s * df/dx * ybar for an executed y += s*f(x)."""
         rule = RULES[op.name]
         if rule is None:

@@ -1,0 +1,93 @@
+# rvm/_core.pyx includes this file: gradient fast paths: GradCall and GradFnBase (rvm.grad_fn's call in C).
+# (Text included into the one extension module: it shares the core's names.)
+
+cdef class GradCall:
+    """Core.gradient with everything but the inputs bound: call(inputs) -> {wrt name:
+    gradient} (np.float64 for a scalar, a fresh array for an array), or None when the general
+    path must run.  The fast path of rvm.grad_fn, so that a call from Python costs one call
+    into the core (rvm/ad/engine.py builds it)."""
+    cdef Core core
+    cdef i64 of_addr
+    cdef dict cells
+    cdef cnp.ndarray def_addrs, def_words, wrt_addrs, out, words
+    cdef list parts                        # (name, offset, shape or None for a scalar)
+    cdef cnp.ndarray exact                 # addresses of the globals that never round
+
+    def __init__(self, Core core, i64 of_addr, dict cells, cnp.ndarray def_addrs,
+                 cnp.ndarray def_words, cnp.ndarray wrt_addrs, cnp.ndarray out,
+                 cnp.ndarray words, list parts, cnp.ndarray exact):
+        self.core, self.of_addr, self.cells = core, of_addr, cells
+        self.def_addrs, self.def_words, self.wrt_addrs = def_addrs, def_words, wrt_addrs
+        self.out, self.words, self.parts = out, words, parts
+        self.exact = exact
+
+    def __call__(self, inputs):
+        return self.call(inputs)
+
+    cdef object call(self, object inputs):
+        cdef dict res = {}
+        if type(inputs) is not dict:
+            if inputs is not None:
+                return None                # another Mapping: the general path reads it
+            inputs = {}
+        if self.core._gradient(self.of_addr, inputs, self.cells,
+                               self.def_addrs, self.def_words, self.wrt_addrs, self.out,
+                               self.words, None, None) != 0:
+            return None
+        # the way back must retrace the run: the step count back at 0 and every cell that
+        # never rounds restored; else the general path runs and raises PathDivergence
+        if self.core.vm.t != 0:
+            return None
+        cdef i64* ws = <i64*>cnp.PyArray_DATA(self.words)
+        cdef i64* ex = <i64*>cnp.PyArray_DATA(self.exact)
+        cdef i64 nw = self.words.shape[1], k
+        for k in range(self.exact.shape[0]):
+            if ws[ex[k]] != ws[2 * nw + ex[k]]:
+                return None
+        cdef double* g = <double*>cnp.PyArray_DATA(self.out)
+        for name, at, shape in self.parts:
+            if shape is None:
+                res[name] = PyArray_Scalar(&g[<i64>at], self.out.descr, None)
+            else:
+                res[name] = self.out[at:at + _size(shape)].reshape(shape).copy()
+        return res
+
+
+cdef class GradFnBase:
+    """The call of rvm.ad.engine.GradFn (its base class), in C: once `fast` holds a GradCall,
+    a call runs it (counting `countdown` down to 0, when it calls self._countdown_done()), and
+    only a call it cannot take, or any call before, goes to self._general(inputs) in Python.
+    `fast_grad` is the last call's gradient if the fast path made it, else None.
+    The object's machine belongs to one thread, `owner` (the first caller's); a call from any
+    other thread goes to self._lane(inputs), which runs it on that thread's own machine, so
+    that one object can be shared by threads (the check is a compare, done under the GIL)."""
+    cdef public object fast
+    cdef public int countdown
+    cdef public object fast_grad
+    cdef public unsigned long owner           # thread ident; 0 until the first call
+
+    def __call__(self, inputs=None):
+        cdef object g
+        cdef unsigned long me = PyThread_get_thread_ident()
+        if me != self.owner:
+            if self.owner != 0:
+                return self._lane(inputs)
+            self.owner = me
+        if self.fast is not None:
+            if self.countdown > 0:
+                self.countdown -= 1
+                if self.countdown == 0:
+                    self._countdown_done()
+            g = (<GradCall>self.fast).call(inputs)
+            if g is not None:
+                self.fast_grad = g
+                return g
+        self.fast_grad = None
+        return self._general(inputs)
+
+
+cdef i64 _size(tuple shape):
+    cdef i64 n = 1
+    for k in shape:
+        n *= <i64>k
+    return n

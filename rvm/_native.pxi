@@ -1,0 +1,48 @@
+# rvm/_core.pyx includes this file: the native entry: NativeState (the native code's ABI) and native_run.
+# (Text included into the one extension module: it shares the core's names.)
+
+# ---- native code (rvm/native): a program's forward run and adjoint sweep compiled to C -------
+
+cdef struct NativeState:
+    # rvm/native/codegen.py's rvm_ns: keep in step (its ABI number)
+    i64* mem
+    double* adj
+    i64 steps
+    i64 budget            # the native code calls poll when its steps reach it
+    int (*poll)(NativeState*) noexcept
+    i64 n_mem
+    i64 max_depth
+    i64 pt_cap
+    i64 peak_ftop         # the deepest frame top and call depth the run reached
+    i64 peak_depth
+    i64 pc                # where a signal stopped it
+    char* stack_low       # the native calls' stack limit (the native code sets it)
+    i64* stack            # the value stack, its adjoints, top, capacity and peak
+    double* sadj
+    i64 sp
+    i64 stack_cap
+    i64 peak_sp
+ctypedef i64 (*native_fn)(NativeState*) noexcept nogil
+
+cdef extern from "Python.h":
+    int _check_signals "PyErr_CheckSignals" ()      # no Cython error check: poll reports it
+
+
+cdef int native_poll(NativeState* st) noexcept with gil:
+    """Called by the native code every 2^24 steps: a Ctrl-C (or any signal handler's
+    exception) stops the run and stays set for native_run to raise; other threads get a turn."""
+    with nogil:
+        pass
+    return _check_signals() != 0
+
+
+cdef int native_run(native_fn f, NativeState* st) except -1:
+    """Run f (holding the GIL; native_poll lets go of it between slices).  Returns 0, or 2:
+    the interpreter must run instead; raises what a signal handler raised."""
+    cdef i64 rc
+    st.budget = st.steps + (1 << 16)
+    st.poll = native_poll
+    rc = f(st)
+    if rc == 3:
+        return -1
+    return <int>rc
