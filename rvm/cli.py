@@ -225,6 +225,54 @@ def _global_text(m, name: str, raw: bool) -> str:
     return texts[0] if g.length is None else "[" + ", ".join(texts) + "]"
 
 
+# Arrays longer than this print as their first and last values (`--full` prints them all):
+# a program's 2^28-cell array would take gigabytes as one Python list or JSON string.
+SUMMARY_CELLS = 1000
+_CHUNK = 1 << 16              # values formatted at a time when an array is printed in full
+
+
+def _element_texts(m, name: str, words: np.ndarray, raw: bool, exact: bool) -> str:
+    """Some of an array's raw words as text, joined by ", ", as `_global_text` writes whole
+    arrays (`exact`: fixed values a float would round in exact decimal)."""
+    from assembler.literals import fixed_text, raw_text
+    from isa.types import FIXED
+
+    from .values import decode_array
+
+    g = m.program.global_named(name)
+    F = m.program.fraction_bits
+    if raw:
+        return ", ".join(raw_text(int(w)) for w in words)
+    if exact and g.type == FIXED and np.any(np.abs(words) >= 1 << 53):
+        return ", ".join(fixed_text(int(w), F) for w in words)
+    values = decode_array(g.type, words, F)
+    if values.dtype.kind == "f" and not np.all(np.isfinite(values)):
+        return json.dumps(plain(values))[1:-1]
+    return json.dumps(values.tolist())[1:-1]        # one C call per chunk
+
+
+def array_pieces(m, name: str, raw: bool, full: bool, exact: bool = True):
+    """An array global's text in pieces, for writing without building it whole: every value
+    with `full`, else (past SUMMARY_CELLS values) the first and last three and the count."""
+    n = m.size(name) or 0
+    if n > SUMMARY_CELLS and not full:
+        head = _element_texts(m, name, m.read_range(name, 0, 3, raw=True), raw, exact)
+        tail = _element_texts(m, name, m.read_range(name, n - 3, n, raw=True), raw, exact)
+        yield "[" + head + ", ..., " + tail + "]"
+        yield f" ({n} values; --full prints them all)"
+        return
+    yield "["
+    for start in range(0, n, _CHUNK):
+        words = m.read_range(name, start, start + _CHUNK, raw=True)
+        yield (", " if start else "") + _element_texts(m, name, words, raw, exact)
+    yield "]"
+
+
+def is_large(m, name: str) -> bool:
+    """Whether a global is an array too long to print as one string (see SUMMARY_CELLS)."""
+    return (m.size(name) or 0) > SUMMARY_CELLS
+
+
 def plain(v: Any) -> Any:
     """A JSON-friendly Python value."""
     if hasattr(v, "tolist"):
@@ -485,20 +533,42 @@ def cmd_run(a: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     m.run(direction=-1 if a.reverse else 1, max_steps=a.max_steps)
     elapsed = time.perf_counter() - t0
-    result = m.inputs() if a.reverse else m.outputs()
     garbage = garbage_cells(m, at_end=not a.reverse)
     stats = dict(m.stats)
     stats["loop_kernels"] = loop_kernels(m, forward=not a.reverse)
+    names = [g.name for g in prog.globals if (g.is_input if a.reverse else g.is_output)]
     if a.json:
+        # large arrays are written piece by piece in place of a placeholder, so that the JSON
+        # of a huge array is never one string in memory; JSON always carries every value
+        large = {k: f"@@rvm-array-{i}@@" for i, k in enumerate(names) if is_large(m, k)}
         doc: dict[str, Any] = {"inputs" if a.reverse else "outputs":
-                               {k: (_global_text(m, k, True) if a.raw else plain(v))
-                                for k, v in result.items()}}
+                               {k: large.get(k) or (_global_text(m, k, True) if a.raw
+                                                    else plain(m.read(k))) for k in names}}
         if a.stats:
             doc["stats"] = {**stats, "seconds": elapsed, "garbage": garbage}
-        print(json.dumps(doc, indent=2))
+        text = json.dumps(doc, indent=2)
+        for k, mark in large.items():
+            before, text = text.split(json.dumps(mark), 1)
+            # --raw JSON carries an array as one string of $0x words, as for small arrays
+            sys.stdout.write(before + ('"' if a.raw else ""))
+            for piece in array_pieces(m, k, a.raw, full=True, exact=False):
+                sys.stdout.write(piece)
+            sys.stdout.write('"' if a.raw else "")
+        print(text)
+    elif any(is_large(m, k) for k in names):
+        # a table would hold every value at once; write `name = value` lines, large arrays in
+        # pieces (summarized unless --full)
+        for k in names:
+            if is_large(m, k):
+                sys.stdout.write(f"{k} = ")
+                for piece in array_pieces(m, k, a.raw, a.full):
+                    sys.stdout.write(piece)
+                sys.stdout.write("\n")
+            else:
+                print(f"{k} = {_global_text(m, k, a.raw)}")
     else:
         print_table("inputs" if a.reverse else "outputs",
-                     [(k, _global_text(m, k, a.raw)) for k in result])
+                     [(k, _global_text(m, k, a.raw)) for k in names])
         if a.stats:
             steps = stats.get("steps", 0)
             rows = [(k, str(v)) for k, v in stats.items() if k != "loop_kernels"]
@@ -606,6 +676,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--raw", action="store_true",
                    help="print values as raw 64-bit words $0x... (exact for every type; "
                         "values given as $0x... are always taken raw)")
+    s.add_argument("--full", action="store_true",
+                   help=f"print every value of arrays longer than {SUMMARY_CELLS} (by default "
+                        f"their first and last three values and their length; --json always "
+                        f"prints every value)")
     s.add_argument("--max-steps", type=positive_int, metavar="N",
                    help="stop with exit 4 after N steps")
     add_machine_options(s)

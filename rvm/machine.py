@@ -699,6 +699,28 @@ class Machine:
             return decode_array(t, self.core.mem[addr + 1:addr + 1 + size], F)
         return decode_array(t, self.core.mem[addr:addr + length], F)
 
+    def size(self, name: str) -> int | None:
+        """How many values `read(name)` returns: None for a scalar, the array's length (a
+        stack's current size) otherwise.  Lets a caller page through a huge array."""
+        t, addr, length, _ = self._symbol(name)
+        if length is None:
+            return None
+        if name in self._stacks:
+            return max(0, min(int(self.core.mem[addr]), length - 1))
+        return length
+
+    def read_range(self, name: str, start: int, stop: int, raw: bool = False) -> np.ndarray:
+        """Values (raw words with `raw`) of the array cells [start, stop) of a global, without
+        copying the rest of it: `read(name)[start:stop]` for arrays too large to copy whole."""
+        t, addr, length, _ = self._symbol(name)
+        n = self.size(name)
+        if n is None:
+            raise RVMError(f"{name} is not an array")
+        start, stop = max(0, start), min(n, stop)
+        base = addr + 1 if name in self._stacks else addr
+        words = self.core.mem[base + start:base + max(start, stop)]
+        return words.copy() if raw else decode_array(t, words, self.program.fraction_bits)
+
     def read_raw(self, name: str) -> int | np.ndarray:
         """A global's raw word (int), or a copy of an array's words."""
         t, addr, length, _ = self._symbol(name)
