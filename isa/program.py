@@ -249,8 +249,9 @@ class Program:
         """Pickled by value and versioned: every field, the pickle version and the hash of the
         instruction table the bytecode is for (it means nothing under another table)."""
         from isa.build import table_hash
+        # attributes named with an underscore are caches of the tools (rvm/oneshot.py)
         return {"rvm_pickle": 1, "kind": "Program", "table": table_hash(),
-                "fields": dict(self.__dict__)}
+                "fields": {k: v for k, v in self.__dict__.items() if not k.startswith("_")}}
 
     def __setstate__(self, state: dict) -> None:
         """Raises IncompatibleProgramPickle (a pickle.UnpicklingError; rvm.interop's

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +17,8 @@ import numpy as np
 
 from isa.types import FLOAT
 
-from .machine import Machine
+from . import oneshot
+from .machine import Machine, print_trace
 from .program import Program
 
 
@@ -52,15 +53,59 @@ def load(path: str | os.PathLike, include_paths: tuple[str, ...] = (), **janus: 
     return assemble_file(p, include_paths)
 
 
-@dataclass
 class Result:
     """What a run produced.  `inputs` and `outputs` are read from the final state: after a
-    forward run `outputs` are the results; after a reverse run `inputs` are."""
-    inputs: dict[str, Any]
-    outputs: dict[str, Any]
-    stats: dict[str, int]
-    machine: Machine
-    garbage: list[str] = field(default_factory=list)   # globals left nonzero that should be zero
+    forward run `outputs` are the results; after a reverse run `inputs` are.  `machine` is
+    the machine in that final state (see `run` for how it is kept)."""
+
+    def __init__(self, inputs: dict[str, Any], outputs: dict[str, Any], stats: dict[str, int],
+                 machine: Machine | None, garbage: list[str] | None = None) -> None:
+        self.inputs = inputs
+        self.outputs = outputs
+        self.stats = stats
+        self._machine = machine
+        self.garbage: list[str] = [] if garbage is None else garbage   # globals left nonzero
+        self._lease: tuple | None = None      # (slot, gen, start words, reverse, options)
+
+    def __repr__(self) -> str:
+        return (f"Result(inputs={self.inputs!r}, outputs={self.outputs!r}, "
+                f"stats={self.stats!r}, garbage={self.garbage!r})")
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Result):
+            return NotImplemented
+        return (self.inputs, self.outputs, self.stats, self.garbage) == \
+            (other.inputs, other.outputs, other.stats, other.garbage)
+
+    __hash__ = None       # type: ignore[assignment]
+
+    @property
+    def machine(self) -> Machine | None:
+        """The machine in the run's final state.  A run of `rvm.run` used the calling
+        thread's reused machine of the Program: while no later one-shot call has used it,
+        this hands that machine over (later calls build another); otherwise the run is made
+        again, from the same start state, on a machine of its own (the machine is
+        deterministic: the same final state, bit for bit; trace output is not repeated)."""
+        if self._machine is None and self._lease is not None:
+            slot, gen, start, reverse, options = self._lease
+            m = slot.machine
+            if slot.gen == gen and not slot.busy:
+                oneshot.detach(m.program, slot)
+            else:
+                m = Machine(m.program, trace=lambda event: None, **options)
+                if reverse:
+                    m.reset_end()
+                else:
+                    m.reset()
+                m.mem[:len(start)] = start
+                m._set_origin(-1 if reverse else +1)
+                m.run(direction=-1 if reverse else +1)
+            self._machine, self._lease = m, None
+        return self._machine
+
+    @machine.setter
+    def machine(self, m: Machine | None) -> None:
+        self._machine, self._lease = m, None
 
     def __getstate__(self) -> dict:
         """Pickled by value and versioned (rvm.interop.pickling); `machine` is None on the
@@ -77,17 +122,32 @@ def run(program: Program | str | os.PathLike, values: Mapping[str, Any] | None =
         reverse: bool = False, max_steps: int | None = None,
         trace: Callable[..., None] | None = None, **machine_options: Any) -> Result:
     """Run `program` forward from `values` (its inputs), or with reverse=True backward from
-    `values` (its outputs).  Traps raise rvm.errors.Trap subclasses."""
+    `values` (its outputs).  Traps raise rvm.errors.Trap subclasses.
+
+    Called again on the same Program object, it reuses the machine it built (one per thread
+    and set of machine options, rvm/oneshot.py): no bytecode check or machine set-up per
+    call.  A path is assembled anew each time: assemble it once to reuse it."""
     if not isinstance(program, Program):
         program = assemble(program)
-    m = Machine(program, trace=trace, **machine_options)
-    if reverse:
-        m.reset_end(dict(values or {}))
-        m.run(direction=-1, max_steps=max_steps)
-    else:
-        m.reset(dict(values or {}))
-        m.run(direction=+1, max_steps=max_steps)
-    return Result(m.inputs(), m.outputs(), m.stats, m, garbage_cells(m, at_end=not reverse))
+    slot = oneshot.acquire(program, machine_options)
+    m = slot.machine
+    try:
+        m.trace_handler = trace or print_trace
+        if reverse:
+            m.reset_end(values or {})
+            m.run(direction=-1, max_steps=max_steps)
+        else:
+            m.reset(values or {})
+            m.run(direction=+1, max_steps=max_steps)
+        res = Result(m.inputs(), m.outputs(), m.stats, None,
+                     garbage_cells(m, at_end=not reverse))
+        if slot.cached:
+            res._lease = (slot, slot.gen, m._origin_words, reverse, machine_options)
+        else:
+            res._machine = m
+        return res
+    finally:
+        oneshot.release(slot)
 
 
 def garbage_cells(m: Machine, at_end: bool = True) -> list[str]:
@@ -119,17 +179,23 @@ class RoundTrip:
 
 def roundtrip(program: Program | str | os.PathLike, inputs: Mapping[str, Any] | None = None, *,
               max_steps: int | None = None, **machine_options: Any) -> RoundTrip:
-    """Run `program` forward from `inputs` and back again, and measure the drift."""
+    """Run `program` forward from `inputs` and back again, and measure the drift.  Reuses
+    the machine of earlier one-shot calls on the same Program object, as `run` does."""
     if not isinstance(program, Program):
         program = assemble(program)
-    m = Machine(program, **machine_options)
-    m.reset(dict(inputs or {}))
-    snap = snapshot(m)
-    m.run(direction=+1, max_steps=max_steps)
-    outputs, steps = m.outputs(), m.stats["steps"]
-    m.run(direction=-1, max_steps=max_steps)     # raises PathDivergence on another path
-    m.check_restored()
-    return RoundTrip(outputs, steps, *drift_since(m, snap))
+    slot = oneshot.acquire(program, machine_options)
+    m = slot.machine
+    try:
+        m.trace_handler = print_trace
+        m.reset(inputs or {})
+        snap = snapshot(m)
+        m.run(direction=+1, max_steps=max_steps)
+        outputs, steps = m.outputs(), m.stats["steps"]
+        m.run(direction=-1, max_steps=max_steps)     # raises PathDivergence on another path
+        m.check_restored()
+        return RoundTrip(outputs, steps, *drift_since(m, snap))
+    finally:
+        oneshot.release(slot)
 
 
 def snapshot(m: Machine) -> tuple[np.ndarray, dict[str, np.ndarray]]:

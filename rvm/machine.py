@@ -386,6 +386,7 @@ class Machine:
     def reset(self, inputs: Mapping[str, Any] | None = None) -> None:
         """Start state: the given globals (normally the inputs), the other inputs at their
         defaults, every other global zero; direction forward."""
+        self._origin_words = None           # a Result may hold the last one (rvm.api.run)
         self.core.reset(False)
         self._load(inputs or {}, defaults=True)
         self._set_origin(+1)
@@ -393,6 +394,7 @@ class Machine:
     def reset_end(self, outputs: Mapping[str, Any] | None = None) -> None:
         """End state: the given globals (normally the outputs), every other global zero;
         direction backward, ready for `run(direction=-1)`."""
+        self._origin_words = None
         self.core.reset(True)
         self._load(outputs or {}, defaults=False)
         self._set_origin(-1)

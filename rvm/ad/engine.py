@@ -33,7 +33,7 @@ import numpy as np
 from isa.derivatives import DIFFERENTIABLE
 from isa.types import TYPE_NAMES, NumType
 
-from .. import _core
+from .. import _core, oneshot
 from ..api import assemble
 from ..errors import RVMError
 from ..machine import Machine
@@ -356,6 +356,15 @@ def derivatives(program: Program | str | os.PathLike, of: str | None = None,
             return _derivatives(program, of, wrt, inputs, gradient, hessian, tangents,
                                 direction, check_ancillas, strict, max_steps, seed, machine,
                                 _runner)
+    if _runner is None and isinstance(program, Program):
+        # the one-shot calls on one Program reuse this thread's machine (rvm/oneshot.py)
+        slot = oneshot.acquire(program, {}, "ad")
+        try:
+            return _derivatives(program, of, wrt, inputs, gradient, hessian, tangents,
+                                direction, check_ancillas, strict, max_steps, seed,
+                                slot.machine, None)
+        finally:
+            oneshot.release(slot)
     return _derivatives(program, of, wrt, inputs, gradient, hessian, tangents, direction,
                         check_ancillas, strict, max_steps, seed, machine, _runner)
 
@@ -497,8 +506,37 @@ def _split(flat: np.ndarray, cells: list[Cell]) -> dict[str, Any]:
 
 def grad(program: Program | str | os.PathLike, of: str, wrt: str | Sequence[str],
          inputs: Mapping[str, Any] | None = None, **options: Any) -> dict[str, Any]:
-    """d of / d wrt at `inputs`: {wrt name: np.float64 or array}.  See `derivatives`."""
+    """d of / d wrt at `inputs`: {wrt name: np.float64 or array}.  See `derivatives`.
+
+    With check_ancillas=False, repeated calls on the same Program object go through one
+    shared `grad_fn` per (of, wrt, options) (rvm/oneshot.py), so that they take its fast
+    path and, after a few calls, native code; by default every call checks the ancillas
+    (a forward run with tangents) on the Program's reused machine."""
+    if options.get("check_ancillas") is False and "machine" not in options and \
+            "_runner" not in options:
+        f = _shared_grad_fn(_as_program(program), of, tuple(_wrt_list(wrt)),
+                            {k: v for k, v in options.items() if k != "check_ancillas"})
+        if f is not None:
+            return f(inputs)
     return derivatives(program, of, wrt, inputs, **options).gradient
+
+
+def _shared_grad_fn(program: Program, of: str, wrt: tuple[str, ...],
+                    options: dict[str, Any]) -> GradFn | None:
+    """The Program's shared grad_fn of (of, wrt, options), made on first use; None when the
+    options do not hash."""
+    okey = oneshot.options_key(options)
+    if okey is None:
+        return None
+    e = oneshot.entry(program)
+    key = (of, wrt, okey)
+    f = e.grad_fns.get(key)
+    if f is None:
+        with e.lock:
+            f = e.grad_fns.get(key)
+            if f is None:
+                f = e.grad_fns[key] = grad_fn(program, of, list(wrt), **options)
+    return f
 
 
 def jvp(program: Program | str | os.PathLike, inputs: Mapping[str, Any] | None,

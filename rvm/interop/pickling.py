@@ -113,7 +113,8 @@ def set_derivatives_state(d: Any, s: Any) -> None:
 
 # ---- Result ---------------------------------------------------------------------------------
 def result_state(r: Any) -> dict:
-    return state("Result", fields={k: v for k, v in r.__dict__.items() if k != "machine"})
+    return state("Result", fields={k: v for k, v in r.__dict__.items()
+                                   if k not in ("machine", "_machine", "_lease")})
 
 
 def set_result_state(r: Any, s: Any) -> None:
