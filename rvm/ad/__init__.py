@@ -1,6 +1,8 @@
 """Automatic differentiation by running bytecode backward over dual cells (docs/ad.md)."""
 from .engine import (
                      Derivatives,
+                     NonDifferentiablePath,
+                     NonDifferentiablePathWarning,
                      NonFiniteDerivative,
                      NotDifferentiable,
                      ReleasedTangentError,
@@ -13,5 +15,6 @@ from .engine import (
                      jvp,
 )
 
-__all__ = ["Derivatives", "NonFiniteDerivative", "NotDifferentiable", "ReleasedTangentError",
+__all__ = ["Derivatives", "NonDifferentiablePath", "NonDifferentiablePathWarning",
+           "NonFiniteDerivative", "NotDifferentiable", "ReleasedTangentError",
            "ReleasedTangentWarning", "derivatives", "grad", "grad_fn", "hessian", "hvp", "jvp"]

@@ -24,11 +24,14 @@ adjoints (no tape: memory does not grow with the run).  At the start the inputs 
 (bit-exact for fixed point; float drift is reported) and the adjoints are the gradient.
 --hessian adds one tangent-over-adjoint pass per input cell.  Only float and fixed cells are
 differentiable.  Before the gradient is trusted, a forward run with random input tangents
-checks that every ancilla is released with a zero tangent (--no-ancilla-check skips it).
+checks that every ancilla is released with a zero tangent (--no-ancilla-check skips it), and
+the program is searched for conversions that carry a wrt value into an int cell the loss
+depends on: the gradient cannot see that dependence, so rvm warns.
 
 exit status: 0 success, 1 program error, 2 usage error (also: a cell that is not
 differentiable), 3 the run trapped, 4 step limit, 5 a derivative is not finite, an ancilla
-was released with a nonzero tangent (with --strict), or --check fd failed.
+was released with a nonzero tangent or the loss depends on a wrt cell through an int
+conversion (both with --strict; warnings otherwise), or --check fd failed.
 """
 
 
@@ -54,7 +57,9 @@ def register(sub: Any) -> None:
                         "1e-5; 1e-3 when a wrt cell is fixed point: its differences are "
                         "quantized)")
     s.add_argument("--strict", action="store_true",
-                   help="a released nonzero tangent is an error (exit 5), not a warning")
+                   help="a released nonzero tangent, or a loss that depends on a wrt cell "
+                        "through a cell with no derivative (an int conversion), is an error "
+                        "(exit 5), not a warning")
     s.add_argument("--no-ancilla-check", action="store_true",
                    help="skip the forward run with random tangents that checks the ancillas")
     s.add_argument("--max-steps", type=int, metavar="N", help="step limit per run")
@@ -67,6 +72,7 @@ def cmd_grad(a: argparse.Namespace) -> int:
     from rvm.cli import UsageError, collect_values, load_program, plain
 
     from .engine import (
+        NonDifferentiablePath,
         NonFiniteDerivative,
         NotDifferentiable,
         ReleasedTangentError,
@@ -94,7 +100,7 @@ def cmd_grad(a: argparse.Namespace) -> int:
         if isinstance(e, rvm.RVMError) and not isinstance(e, KeyError):
             raise
         raise UsageError(str(e.args[0]) if e.args else str(e)) from None
-    except (NonFiniteDerivative, ReleasedTangentError) as e:
+    except (NonFiniteDerivative, ReleasedTangentError, NonDifferentiablePath) as e:
         print(f"rvm grad: error: {e}", file=sys.stderr)
         return EXIT_DERIVATIVE
     elapsed = time.perf_counter() - t0

@@ -65,6 +65,15 @@ class ReleasedTangentWarning(UserWarning):
     """An ancilla left scope with a nonzero tangent: see the module docstring."""
 
 
+class NonDifferentiablePathWarning(UserWarning):
+    """The loss depends on a wrt value through a cell that carries no derivative (an int
+    conversion): the gradient leaves that dependence out (rvm/ad/paths.py)."""
+
+
+class NonDifferentiablePath(RVMError):
+    """NonDifferentiablePathWarning raised as an error (strict=True)."""
+
+
 class ReleasedTangentError(RVMError):
     """ReleasedTangentWarning raised as an error (strict=True)."""
 
@@ -333,6 +342,34 @@ def _release_report(r: _Runner, strict: bool, tolerance: float) -> dict | None:
     return report
 
 
+def _check_paths(prog: Program, of: str, wrt: list[str], strict: bool) -> None:
+    """Warn (strict: raise) when the loss depends on wrt through a cell that carries no
+    derivative, so that a gradient missing that dependence is never silent."""
+    from .paths import lossy_paths
+
+    found = lossy_paths(prog, of, wrt)
+    if not found:
+        return
+    msg = found[0].describe(of, wrt)
+    if len(found) > 1:
+        msg += f"; {len(found) - 1} more such conversion{'s' if len(found) > 2 else ''} at " + \
+            ", ".join(p.where for p in found[1:4]) + (", ..." if len(found) > 4 else "")
+    if strict:
+        raise NonDifferentiablePath(msg + " (strict)")
+    warnings.warn(msg, NonDifferentiablePathWarning, stacklevel=_user_level())
+
+
+def _user_level() -> int:
+    """The stacklevel of the first frame outside rvm, so a warning names the user's line."""
+    import sys
+
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    level, frame = 1, sys._getframe(1)
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(here):
+        level, frame = level + 1, frame.f_back
+    return level
+
+
 def derivatives(program: Program | str | os.PathLike, of: str | None = None,
                 wrt: str | Sequence[str] = (), inputs: Mapping[str, Any] | None = None, *,
                 gradient: bool = True, hessian: bool = False,
@@ -389,6 +426,9 @@ def _derivatives(program: Program | str | os.PathLike, of: str | None,
     out = Derivatives(cells=r.wrt)
     if (gradient or hessian or direction is not None) and r.of is None:
         raise NotDifferentiable("a gradient needs the loss: of=NAME")
+    if of is not None and not getattr(r, "paths_checked", False):
+        _check_paths(prog, of, [c.name for c in r.wrt], strict)
+        r.paths_checked = True
 
     if tangents is not None:                           # forward mode
         v = np.concatenate([np.broadcast_to(np.asarray(tangents[c.name], dtype=float),
