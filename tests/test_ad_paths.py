@@ -50,6 +50,14 @@ def test_strict_refuses_it():
                         strict=True)
 
 
+def test_strict_refuses_it_after_a_warned_call_too():
+    prog = rvm.assemble(THROUGH_INT)
+    with pytest.warns(NonDifferentiablePathWarning):
+        rvm.grad(prog, of="y", wrt="x", inputs={"x": 2.5})
+    with pytest.raises(NonDifferentiablePath):
+        rvm.grad(prog, of="y", wrt="x", inputs={"x": 2.5}, strict=True)
+
+
 def test_the_cli_warns_and_strict_exits_5(tmp_path, capsys):
     path = tmp_path / "p.rasm"
     path.write_text(THROUGH_INT)

@@ -426,7 +426,9 @@ def _derivatives(program: Program | str | os.PathLike, of: str | None,
     out = Derivatives(cells=r.wrt)
     if (gradient or hessian or direction is not None) and r.of is None:
         raise NotDifferentiable("a gradient needs the loss: of=NAME")
-    if of is not None and not getattr(r, "paths_checked", False):
+    # warned once per runner (reused by grad_fn and the one-shot calls); strict always checks
+    # (the search is cached per program)
+    if of is not None and (strict or not getattr(r, "paths_checked", False)):
         _check_paths(prog, of, [c.name for c in r.wrt], strict)
         r.paths_checked = True
 
