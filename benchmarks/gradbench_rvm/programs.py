@@ -1,0 +1,217 @@
+"""GradBench's evals as rvm programs: each eval's .rasm program (programs/gradbench/) resized
+to an input's dimensions, and the eval's functions computed with rvm's modes.
+
+GradBench's inputs fix array lengths that a .rasm program declares statically, so `sized`
+rewrites the declarations of one program text (lengths and size constants; the initializers
+of the small default inputs are dropped) and `Prepared` assembles it once per size (and the
+native gradient is built once per program, cached on disk by rvm.native).  `prepare(module,
+function, input)` does everything that depends only on the input (parse, assemble, compile,
+store), and returns a callable that evaluates the function once and returns its JSON output;
+tool.py times that callable only.
+
+Modes: `primal`/`objective`/`cost` run the program forward (the interpreter; rvm has no
+native forward-only run yet); gradients are one adjoint sweep (`rvm.grad_fn`, native code);
+kmeans's Hessian diagonal is a tangent-over-adjoint sweep (`rvm.hvp`, interpreted)."""
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import assembler
+import rvm
+
+ROOT = Path(__file__).resolve().parents[2]
+PROGRAMS = ROOT / "programs" / "gradbench"
+EVALS = ("lse", "llsq", "det", "ode", "kmeans", "gmm")
+
+_DECL = re.compile(r"^(?P<head>(input|inout|output|global|const)\s+(?P<name>\w+)\s*:\s*\w+)"
+                   r"(?P<len>\[\d+\])?(?P<init>\s*=\s*[^;]*?)?(?P<tail>\s*(;.*)?)$", re.M)
+
+
+def sized(text: str, lengths: dict[str, int], consts: dict[str, int] | None = None) -> str:
+    """`text` with the arrays named in `lengths` declared with those lengths (their
+    initializers dropped) and the int constants in `consts` given those values."""
+    consts = consts or {}
+    seen: set[str] = set()
+
+    def repl(m: re.Match) -> str:
+        name = m["name"]
+        if name in lengths and m["len"]:
+            seen.add(name)
+            return f"{m['head']}[{lengths[name]}]{m['tail']}"
+        if name in consts and not m["len"]:
+            seen.add(name)
+            return f"{m['head']} = {consts[name]}{m['tail']}"
+        return m.group(0)
+
+    out = _DECL.sub(repl, text)
+    missing = (set(lengths) | set(consts)) - seen
+    if missing:
+        raise ValueError(f"no declaration to resize for {sorted(missing)}")
+    return out
+
+
+@lru_cache(maxsize=64)
+def program(name: str, lengths: tuple = (), consts: tuple = ()) -> rvm.Program:
+    """programs/gradbench/NAME.rasm assembled at the given sizes (cached)."""
+    path = PROGRAMS / f"{name}.rasm"
+    text = sized(path.read_text(), dict(lengths), dict(consts))
+    return assembler.assemble(text, str(path))
+
+
+_GRADS: dict[tuple, tuple[rvm.Program, Any]] = {}
+
+
+def _grad(prog: rvm.Program, of: str, wrt: tuple[str, ...], native: bool) -> Any:
+    """One GradFn per program, output and inputs (native: compiled now)."""
+    key = (id(prog), of, wrt, native)
+    if key not in _GRADS:
+        _GRADS[key] = (prog, rvm.grad_fn(prog, of=of, wrt=list(wrt), native=native))
+    return _GRADS[key][1]
+
+
+class Runner:
+    """A program with its inputs stored: forward runs and gradients on demand."""
+
+    def __init__(self, prog: rvm.Program, inputs: dict[str, Any], native: bool = True):
+        self.prog, self.inputs, self.native = prog, inputs, native
+        self._m: Any = None
+
+    def forward(self, *names: str) -> Callable[[], list[Any]]:
+        """A forward run reading `names` at the end (one run done now, as the first call)."""
+        m = rvm.Machine(self.prog)
+
+        def run() -> list[Any]:
+            m.reset(self.inputs)
+            m.run()
+            return [m.read(n) for n in names]
+        run()
+        return run
+
+    def grad_fn(self, of: str, wrt: tuple[str, ...]) -> Callable[[], dict[str, Any]]:
+        f = _grad(self.prog, of, wrt, self.native)
+        inputs = self.inputs
+        f(inputs)                       # the first call: the general path, with its checks
+        return lambda: f(inputs)
+
+
+def _f64(v: Any) -> np.ndarray:
+    return np.ascontiguousarray(np.asarray(v, dtype=np.float64).ravel())
+
+
+# ---- the evals ---------------------------------------------------------------------------
+
+def lse(function: str, inp: dict[str, Any], native: bool = True) -> Callable[[], Any]:
+    x = _f64(inp["x"])
+    n = len(x)
+    r = Runner(program("lse", (("x", n), ("pm", n))), {"x": x}, native)
+    if function == "primal":
+        fw = r.forward("r")
+        return lambda: float(fw()[0])
+    g = r.grad_fn("r", ("x",))
+    return lambda: g()["x"].tolist()
+
+
+def llsq(function: str, inp: dict[str, Any], native: bool = True) -> Callable[[], Any]:
+    x, n = _f64(inp["x"]), int(inp["n"])
+    r = Runner(program("llsq", (("x", len(x)), ("pw", len(x)), ("res", n))), {"x": x, "n": n},
+               native)
+    if function == "primal":
+        fw = r.forward("y")
+        return lambda: float(fw()[0])
+    g = r.grad_fn("y", ("x",))
+    return lambda: g()["x"].tolist()
+
+
+def det(function: str, inp: dict[str, Any], native: bool = True) -> Callable[[], Any]:
+    A, ell = _f64(inp["A"]), int(inp["ell"])
+    r = Runner(program("det", (("A", ell * ell), ("cols", (ell + 1) * ell)), (("ell", ell),)),
+               {"A": A}, native)
+    if function == "primal":
+        fw = r.forward("r")
+        return lambda: float(fw()[0])
+    g = r.grad_fn("r", ("A",))
+    return lambda: g()["A"].tolist()
+
+
+def ode(function: str, inp: dict[str, Any], native: bool = True) -> Callable[[], Any]:
+    x, s = _f64(inp["x"]), int(inp["s"])
+    n = len(x)
+    r = Runner(program("ode", (("x", n), ("y", n))), {"x": x, "s": s}, native)
+    if function == "primal":
+        fw = r.forward("y")
+        return lambda: np.asarray(fw()[0]).tolist()
+    g = r.grad_fn(f"y[{n - 1}]", ("x",))
+    return lambda: g()["x"].tolist()
+
+
+def kmeans(function: str, inp: dict[str, Any], native: bool = True) -> Callable[[], Any]:
+    P, C = np.asarray(inp["points"], dtype=np.float64), np.asarray(inp["centroids"],
+                                                                   dtype=np.float64)
+    (n, d), k = P.shape, C.shape[0]
+    prog = program("kmeans", (("P", n * d), ("C", k * d), ("best", n), ("arg", n),
+                            ("ps", d + 1)),
+                   (("d", d),))
+    r = Runner(prog, {"P": _f64(P), "C": _f64(C)}, native)
+    if function == "cost":
+        fw = r.forward("cost")
+        return lambda: float(fw()[0])
+    g = r.grad_fn("cost", ("C",))
+    ones = {"C": np.ones(k * d)}
+
+    def dir() -> Any:
+        J = g()["C"]
+        H = rvm.hvp(prog, "cost", ["C"], ones, r.inputs, check_ancillas=False)["C"]
+        return (J / H).reshape(k, d).tolist()
+    return dir
+
+
+def gmm_constant(d: int, k: int, n: int, m: int, gamma: float) -> float:
+    """c0 of programs/gradbench/gmm.rasm: the terms that depend on the sizes and the prior
+    only (the C++ reference's CONSTANT and k C), log Gamma_d by math.lgamma."""
+    nn = d + m + 1
+    lgd = 0.25 * d * (d - 1) * math.log(math.pi) + sum(math.lgamma(0.5 * nn + 0.5 * (1 - j))
+                                                          for j in range(1, d + 1))
+    C = nn * d * (math.log(gamma) - 0.5 * math.log(2)) - lgd
+    return -n * d * 0.5 * math.log(2 * math.pi) + k * C
+
+
+def gmm(function: str, inp: dict[str, Any], native: bool = True) -> Callable[[], Any]:
+    d, k, n = int(inp["d"]), int(inp["k"]), int(inp["n"])
+    ls = d * (d - 1) // 2
+    lengths = (("alpha", k), ("mu", k * d), ("q", k * d), ("l", max(ls * k, 1)),
+               ("x", n * d), ("qd", k * d), ("sq", k), ("xc", d), ("qx", d), ("B", n * k),
+               ("PM", n * k), ("S", n), ("PA", k))
+    prog = program("gmm", lengths, (("d", d), ("k", k)))
+    inputs = {"alpha": _f64(inp["alpha"]), "mu": _f64(inp["mu"]), "q": _f64(inp["q"]),
+              "l": _f64(inp["l"]) if ls else np.zeros(1), "x": _f64(inp["x"]),
+              "m": int(inp["m"]), "gamma": float(inp["gamma"]),
+              "c0": gmm_constant(d, k, n, int(inp["m"]), float(inp["gamma"]))}
+    r = Runner(prog, inputs, native)
+    if function == "objective":
+        fw = r.forward("F")
+        return lambda: float(fw()[0])
+    g = r.grad_fn("F", ("alpha", "mu", "q", "l"))
+
+    def jac() -> Any:
+        res = g()
+        return {"alpha": res["alpha"].tolist(), "mu": res["mu"].reshape(k, d).tolist(),
+                "q": res["q"].reshape(k, d).tolist(),
+                "l": res["l"][:ls * k].reshape(k, ls).tolist()}
+    return jac
+
+
+MODULES: dict[str, Callable[..., Callable[[], Any]]] = {
+    "lse": lse, "llsq": llsq, "det": det, "ode": ode, "kmeans": kmeans, "gmm": gmm}
+
+
+def prepare(module: str, function: str, inp: dict[str, Any],
+            native: bool = True) -> Callable[[], Any]:
+    """A callable that evaluates `function` of eval `module` at `inp` once (JSON output)."""
+    return MODULES[module](function, inp, native)

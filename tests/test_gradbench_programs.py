@@ -1,0 +1,235 @@
+"""GradBench's evals as rvm programs (programs/gradbench/, benchmarks/gradbench_rvm/, issue
+20): each eval's functions at small sizes against numpy references of the evals' READMEs
+(objectives) and finite differences or closed forms (derivatives).  No GradBench checkout is
+needed; native code is off (the interpreter gives the same numbers bit for bit, see
+tests/test_native.py) so that the tests build nothing."""
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import rvm
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from gradbench_rvm import programs  # noqa: E402
+
+
+def run(module, function, inp):
+    return programs.prepare(module, function, inp, native=False)()
+
+
+def fd_grad(f, x, h=1e-6):
+    x = np.array(x, dtype=float)
+    g = np.zeros_like(x)
+    for i in range(len(x)):
+        e = np.zeros_like(x)
+        e[i] = h
+        g[i] = (f(x + e) - f(x - e)) / (2 * h)
+    return g
+
+
+# ---- references (the evals' definitions) -------------------------------------------------
+
+def lse_ref(x):
+    a = np.max(x)
+    return a + math.log(np.sum(np.exp(x - a)))
+
+
+def llsq_ref(x, n):
+    t = -1 + np.arange(n) * 2 / (n - 1)
+    r = np.sign(t) - sum(x[j] * t ** j for j in range(len(x)))
+    return 0.5 * np.sum(r * r)
+
+
+def det_ref(A, ell):
+    return float(np.linalg.det(np.asarray(A).reshape(ell, ell)))
+
+
+def ode_ref(x, s):
+    n, h = len(x), 2.0 / s
+    y = np.zeros(n)
+
+    def f(y):
+        z = np.empty(n)
+        z[0] = x[0]
+        z[1:] = x[1:] * y[:-1]
+        return z
+    for _ in range(s):
+        k1 = f(y)
+        k2 = f(y + h / 2 * k1)
+        k3 = f(y + h / 2 * k2)
+        k4 = f(y + h * k3)
+        y = y + h * (k1 + 2 * k2 + 2 * k3 + k4) / 6
+    return y
+
+
+def kmeans_ref(P, C):
+    d2 = ((P[:, None, :] - C[None, :, :]) ** 2).sum(-1)
+    return float(d2.min(1).sum()), d2.argmin(1)
+
+
+def gmm_ref(inp):
+    d, k, n, m, gamma = inp["d"], inp["k"], inp["n"], inp["m"], inp["gamma"]
+    alpha, mu, q = np.array(inp["alpha"]), np.array(inp["mu"]), np.array(inp["q"])
+    l, x = np.array(inp["l"]), np.array(inp["x"])
+    Qs = []
+    for c in range(k):
+        Q = np.diag(np.exp(q[c]))
+        at = 0
+        for col in range(d):
+            for row in range(col + 1, d):
+                Q[row, col] = l[c][at]
+                at += 1
+        Qs.append(Q)
+    def lse(v):
+        a = v.max()
+        return a + math.log(np.exp(v - a).sum())
+    total = 0.0
+    for i in range(n):
+        beta = np.array([alpha[c] + q[c].sum() - 0.5 * np.sum((Qs[c] @ (x[i] - mu[c])) ** 2)
+                         for c in range(k)])
+        total += lse(beta)
+    fro = sum(np.sum(Q ** 2) for Q in Qs)
+    return (programs.gmm_constant(d, k, n, m, gamma) + total - n * lse(alpha)
+            - 0.5 * gamma * gamma * fro + m * q.sum())
+
+
+# ---- the tests -----------------------------------------------------------------------------
+
+def test_lse():
+    x = np.random.default_rng(1).uniform(-3, 3, 7)
+    assert run("lse", "primal", {"x": x.tolist()}) == pytest.approx(lse_ref(x), rel=1e-14)
+    g = np.array(run("lse", "gradient", {"x": x.tolist()}))
+    assert np.allclose(g, np.exp(x - lse_ref(x)), rtol=1e-13)
+
+
+def test_llsq():
+    x = np.random.default_rng(2).random(4)
+    inp = {"x": x.tolist(), "n": 9}
+    assert run("llsq", "primal", inp) == pytest.approx(llsq_ref(x, 9), rel=1e-13)
+    g = np.array(run("llsq", "gradient", inp))
+    assert np.allclose(g, fd_grad(lambda v: llsq_ref(v, 9), x), rtol=1e-7, atol=1e-8)
+
+
+@pytest.mark.parametrize("ell", [1, 2, 4])
+def test_det(ell):
+    A = np.random.default_rng(ell).random(ell * ell)
+    inp = {"A": A.tolist(), "ell": ell}
+    assert run("det", "primal", inp) == pytest.approx(det_ref(A, ell), rel=1e-12, abs=1e-14)
+    g = np.array(run("det", "gradient", inp))
+    # d det / d A = det(A) A^-T, the cofactor matrix
+    M = A.reshape(ell, ell)
+    assert np.allclose(g, (np.linalg.det(M) * np.linalg.inv(M).T).ravel(), rtol=1e-10)
+
+
+@pytest.mark.parametrize("n,s", [(1, 1), (5, 3), (9, 2)])
+def test_ode(n, s):
+    x = np.random.default_rng(n).random(n)
+    inp = {"x": x.tolist(), "s": s}
+    assert np.allclose(run("ode", "primal", inp), ode_ref(x, s), rtol=1e-13, atol=1e-15)
+    g = np.array(run("ode", "gradient", inp))
+    assert np.allclose(g, fd_grad(lambda v: ode_ref(v, s)[-1], x), rtol=1e-6, atol=1e-9)
+
+
+def test_kmeans():
+    rng = np.random.default_rng(4)
+    P = rng.random((12, 3))
+    C = P[-4:].copy()
+    inp = {"points": P.tolist(), "centroids": C.tolist()}
+    cost, arg = kmeans_ref(P, C)
+    assert run("kmeans", "cost", inp) == pytest.approx(cost, rel=1e-13)
+    # J_j = sum over the points closest to j of 2 (C_j - P_i); H_j = 2 (their count)
+    J = np.array([2 * (C[j] - P[arg == j]).sum(0) for j in range(4)])
+    H = np.array([2.0 * (arg == j).sum() for j in range(4)])[:, None]
+    assert np.allclose(run("kmeans", "dir", inp), J / H, rtol=1e-12, atol=1e-14)
+
+
+def gmm_input(d, k, n, seed=5):
+    rng = np.random.default_rng(seed)
+    return {"d": d, "k": k, "n": n, "m": 2, "gamma": 1.5,
+            "x": rng.normal(size=(n, d)).tolist(), "alpha": rng.normal(size=k).tolist(),
+            "mu": rng.uniform(size=(k, d)).tolist(), "q": rng.normal(size=(k, d)).tolist(),
+            "l": rng.normal(size=(k, d * (d - 1) // 2)).tolist()}
+
+
+@pytest.mark.parametrize("d,k,n", [(1, 2, 3), (3, 2, 4)])
+def test_gmm(d, k, n):
+    inp = gmm_input(d, k, n)
+    assert run("gmm", "objective", inp) == pytest.approx(gmm_ref(inp), rel=1e-12)
+    jac = run("gmm", "jacobian", inp)
+    for name in ("alpha", "mu", "q", "l"):
+        flat = np.array(inp[name], dtype=float).ravel()
+        shape = np.shape(inp[name])
+
+        def f(v, name=name, shape=shape):
+            return gmm_ref(inp | {name: v.reshape(shape).tolist()})
+        if flat.size:
+            assert np.allclose(np.ravel(jac[name]), fd_grad(f, flat), rtol=1e-6, atol=1e-7), name
+
+
+def test_gmm_constant_is_scipy_multigammaln():
+    scipy_special = pytest.importorskip("scipy.special")
+    d, k, n, m, gamma = 4, 3, 10, 2, 1.5
+    nn = d + m + 1
+    C = nn * d * (math.log(gamma) - 0.5 * math.log(2)) - scipy_special.multigammaln(0.5 * nn, d)
+    assert programs.gmm_constant(d, k, n, m, gamma) == \
+        pytest.approx(-n * d * 0.5 * math.log(2 * math.pi) + k * C, rel=1e-14)
+
+
+def test_sized_rewrites_declarations_and_refuses_unknown_names():
+    text = "const  d: int = 2\ninput  x: float[3] = [1, 2, 3]   ; comment\nglobal y: float\n"
+    out = programs.sized(text, {"x": 5}, {"d": 7})
+    assert out == "const  d: int = 7\ninput  x: float[5]   ; comment\nglobal y: float\n"
+    with pytest.raises(ValueError, match=r"\['z'\]"):
+        programs.sized(text, {"z": 1})
+
+
+def test_tool_speaks_the_protocol():
+    """tool.py over pipes: start, define (known and unknown eval), an evaluation with its
+    timings, and a failed evaluation reported as a response."""
+    msgs = [{"id": 0, "kind": "start", "eval": "lse"},
+            {"id": 1, "kind": "define", "module": "lse"},
+            {"id": 2, "kind": "evaluate", "module": "lse", "function": "primal",
+             "input": {"x": [1.0, 2.0], "min_runs": 3, "min_seconds": 0}},
+            {"id": 3, "kind": "define", "module": "nosuch"},
+            {"id": 4, "kind": "evaluate", "module": "lse", "function": "primal",
+             "input": {"min_runs": 1, "min_seconds": 0}}]
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks/gradbench_rvm/tool.py")],
+                         input="".join(json.dumps(m) + "\n" for m in msgs), text=True,
+                         capture_output=True, timeout=120, check=True)
+    res = [json.loads(line) for line in out.stdout.splitlines()]
+    assert [r["id"] for r in res] == [0, 1, 2, 3, 4]
+    assert res[0]["tool"] == "rvm" and res[1]["success"] is True
+    assert res[2]["output"] == pytest.approx(math.log(math.exp(1) + math.exp(2)), rel=1e-15)
+    names = [t["name"] for t in res[2]["timings"]]
+    assert names == ["prepare", "evaluate", "evaluate", "evaluate"]
+    assert res[3]["success"] is False and "nosuch" in res[3]["error"]
+    assert res[4]["success"] is False and "KeyError: 'x'" in res[4]["error"]
+
+
+@pytest.mark.parametrize("name, out, expected", [
+    ("lse.rasm", "r", lse_ref(np.array([1.0, 2.0, 3.0, 4.0]))),
+    ("llsq.rasm", "y", llsq_ref(np.array([0.5, 0.25, 0.125]), 5)),
+    ("det.rasm", "r", 4.0),
+    ("ode.rasm", "y", ode_ref(np.array([0.5, 0.25, 0.75, 0.125]), 2)),
+    ("kmeans.rasm", "cost", 3.5),
+    ("gmm.rasm", "F", None)])
+def test_the_programs_as_they_are(name, out, expected):
+    """Each program file at its own small default inputs (`rvm run programs/gradbench/...`)."""
+    res = rvm.run(rvm.assemble(ROOT / "programs" / "gradbench" / name))
+    if expected is None:            # gmm: its defaults through the reference
+        prog = (ROOT / "programs" / "gradbench" / name).read_text()
+        assert "input  m: int = 0" in prog and "input  c0: float = 0.0" in prog
+        inp = {"d": 2, "k": 2, "n": 3, "m": 0, "gamma": 1.0, "alpha": [0.5, -0.25],
+               "mu": [[0.0, 0.5], [1.0, -0.5]], "q": [[0.1, -0.2], [0.3, 0.05]],
+               "l": [[0.4], [-0.3]], "x": [[0.2, 0.1], [-0.3, 0.8], [1.1, -0.6]]}
+        expected = gmm_ref(inp) - programs.gmm_constant(2, 2, 3, 0, 1.0)
+    assert np.allclose(res.outputs[out], expected, rtol=1e-13)
