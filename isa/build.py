@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import fields
 
-from .cgen import generate_isa_header, generate_vm_run
+from .cgen import generate_abi_header, generate_isa_header, generate_vm_run
 from .derivatives import generate_header, rule_for
 from .functions import FN1, FN2
 from .table import OPS, generate_pxi
@@ -37,7 +37,8 @@ def _describe(op) -> str:
 
 def _texts() -> list[str]:
     """The generated texts, without the hash itself."""
-    return [generate_pxi(), generate_header(), generate_isa_header(), generate_vm_run()]
+    return [generate_pxi(), generate_abi_header(), generate_header(), generate_isa_header(),
+            generate_vm_run()]
 
 
 def table_hash(ops=None) -> str:
@@ -68,6 +69,7 @@ def generate_opcodes_pxi() -> str:
 # generated file (relative to the repository) -> function returning its text
 GENERATED = {
     "rvm/_opcodes.pxi": generate_opcodes_pxi,
+    "rvm/_abi.h": generate_abi_header,
     "rvm/_deriv.h": generate_header,
     "rvm/_isa.h": generate_isa_header,
     "rvm/_vm_run.pxi": generate_vm_run,

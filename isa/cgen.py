@@ -18,6 +18,7 @@ isa/arith.py stays the independent oracle the tests compare them with.
 """
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 from .table import (
@@ -147,7 +148,6 @@ def generate_isa_header() -> str:
            "enum {"]
     out += [f"    {c_name(op)} = {op.code}," for op in OPS]
     out += [f"    N_OPCODES = {len(OPS)}", "};",
-            "enum { " + ", ".join(f"TY_{t.name} = {int(t)}" for t in ALL_TYPES) + " };",
             f"enum {{ RVM_NO_CASE = {RVM_NO_CASE} }};   /* rvm_exec: no case for the opcode */",
             "/* a failed step returns its AK_* code: the target locals are not written back */",
             "#define TRY(e) do { int rvm_e_ = (e); if (rvm_e_) return rvm_e_; } while (0)",
@@ -267,3 +267,77 @@ def generate_vm_run() -> str:
         raise MissingBody(f"{VM_RUN_TEMPLATE}: expected one line {_MARKER.strip()!r}")
     lines[at[0]:at[0] + 1] = cases
     return "\n".join(head + lines) + "\n"
+
+
+# ---- the codes and the native ABI the core and the native code share (rvm/_abi.h) --------------
+
+# what a native entry point returns (rvm/_native.pxi native_run reads it): done, gave up (the
+# interpreter runs the call), stopped by a signal (its exception is set)
+NATIVE_DONE, NATIVE_BAIL, NATIVE_STOPPED = 0, 2, 3
+
+# the state a native entry point runs on: the core fills it, the generated code reads and
+# updates it (rvm/_native.pxi, rvm/native/codegen.py)
+NATIVE_STATE = """\
+typedef struct rvm_ns {
+    int64_t* mem; double* adj;
+    int64_t steps;                      /* steps run */
+    int64_t budget;                     /* poll() when steps reach it, at a taken jump */
+    int (*poll)(struct rvm_ns*);        /* Ctrl-C? (nonzero: stop) and a new budget */
+    int64_t n_mem, max_depth, pt_cap;   /* the machine's limits (over them: the interpreter) */
+    int64_t peak_ftop, peak_depth;      /* the deepest frame top and call depth reached */
+    int64_t pc;                         /* where a signal stopped it */
+    char* stack_low;                    /* a call whose frame is below gives up (set on entry) */
+    int64_t* stack; double* sadj;       /* the value stack and its adjoints */
+    int64_t sp, stack_cap, peak_sp;
+} rvm_ns;
+/* an entry point: rvm_native_forward, rvm_native_backward */
+typedef int64_t (*rvm_native_fn)(rvm_ns*);"""
+
+
+def _enum(names_values) -> str:
+    return "enum { " + ", ".join(f"{n} = {v}" for n, v in names_values) + " };"
+
+
+def abi_codes() -> dict[str, int]:
+    """Every named code of rvm/_abi.h and its value, from isa/ (tests compare the built core
+    and the header with it)."""
+    from .derivatives import KINDS
+    from .functions import CMP_ALWAYS, CMP_EQ, CMP_GE, CMP_GT, CMP_LE, CMP_LT, CMP_NE, FN1, FN2
+    from .program import MODE_NAMES
+    codes: dict[str, int] = {}
+    codes.update({f"TY_{t.name}": int(t) for t in ALL_TYPES})
+    codes.update({f"MODE_{m}": i for i, m in enumerate(MODE_NAMES)})
+    codes.update(RC_ALWAYS=CMP_ALWAYS, RC_EQ=CMP_EQ, RC_NE=CMP_NE, RC_LT=CMP_LT, RC_LE=CMP_LE,
+                 RC_GT=CMP_GT, RC_GE=CMP_GE)
+    codes.update({f"RF_{f.name.upper()}": f.id for f in FN1})
+    codes.update({f"RF2_{f.name.upper()}": f.id for f in FN2})
+    codes.update({f"ADK_{k.upper()}": i for i, k in enumerate(KINDS)})
+    codes.update(RVM_NATIVE_DONE=NATIVE_DONE, RVM_NATIVE_BAIL=NATIVE_BAIL,
+                 RVM_NATIVE_STOPPED=NATIVE_STOPPED)
+    return codes
+
+
+def generate_abi_header() -> str:
+    """rvm/_abi.h: every enum the core, the arithmetic and the native code share, and the
+    native state struct.  Nothing here is written by hand anywhere else."""
+    codes = abi_codes()
+
+    def group(prefix: str) -> str:
+        return _enum((n, v) for n, v in codes.items() if n.startswith(prefix))
+    out = ["/* Generated from isa/ by setup.py (isa/cgen.py: generate_abi_header); do not edit.",
+           "   The native code's ABI number is a hash of this text (isa/cgen.py: abi_number). */",
+           "#ifndef RVM_ABI_H", "#define RVM_ABI_H", "#include <stdint.h>", "",
+           "/* number types (isa/types.py) */", group("TY_"),
+           "/* operand modes: word & 7 (isa/program.py) */", group("MODE_"),
+           "/* comparison codes of a condition word (isa/functions.py CMP_*) */", group("RC_"),
+           "/* function ids (isa/functions.py FN1, FN2) */", group("RF_"), group("RF2_"),
+           "/* differentiation rule kinds (isa/derivatives.py KINDS) */", group("ADK_"),
+           "/* what a native entry point returns */", group("RVM_NATIVE_"), "",
+           NATIVE_STATE, "", "#endif", ""]
+    return "\n".join(out)
+
+
+def abi_number() -> int:
+    """The native code's ABI: a hash of rvm/_abi.h (a library built against another header
+    is refused)."""
+    return int(hashlib.sha256(generate_abi_header().encode()).hexdigest()[:7], 16)

@@ -27,14 +27,8 @@ enum { AK_OK = 0, AK_DIV0 = 1, AK_DOMAIN = 2, AK_RANGE = 3 };
 /* branch hint for the interpreter's operand decoding (globals and locals are the common case) */
 #define RVM_LIKELY(x) __builtin_expect(!!(x), 1)
 
-/* number types (isa/types.py) and comparison codes (isa/functions.py) */
-enum { RT_INT = 0, RT_FIXED = 1, RT_LNS = 2, RT_FLOAT = 3 };
-enum { RC_ALWAYS = 0, RC_EQ, RC_NE, RC_LT, RC_LE, RC_GT, RC_GE };
-/* function ids (isa/functions.py FN1 / FN2) */
-enum { RF_SQRT = 0, RF_EXP, RF_LOG, RF_SIN, RF_COS, RF_TAN, RF_ATAN, RF_TANH, RF_ABS, RF_SIGMOID,
-       RF_WRAP32 };
-enum { RF2_POW = 0, RF2_ATAN2, RF2_HYPOT, RF2_MIN, RF2_MAX, RF2_MOD, RF2_SHL, RF2_SHR,
-       RF2_BITAND, RF2_BITOR, RF2_BITXOR };
+/* number types TY_*, comparison codes RC_* and function ids RF_*, RF2_*: generated from isa/ */
+#include "_abi.h"
 
 #define RVM_INT64_MIN ((rvm_i64)0x8000000000000000ULL)
 #define RVM_LNS_ZERO RVM_INT64_MIN
@@ -416,7 +410,7 @@ static inline int rvm_fn1_value(int fn, int t, rvm_i64 x, int F, rvm_i64 *out)
 {
     double r;
     int err;
-    if (t == RT_INT) {
+    if (t == TY_INT) {
         if (fn == RF_ABS) {
             *out = x < 0 ? (rvm_i64)(0 - (rvm_u64)x) : x;
             return AK_OK;
@@ -433,7 +427,7 @@ static inline int rvm_fn1_value(int fn, int t, rvm_i64 x, int F, rvm_i64 *out)
         }
         return AK_DOMAIN;
     }
-    if (t == RT_FIXED) {
+    if (t == TY_FIXED) {
         if ((err = rvm_fn1_real(fn, rvm_fixed_to_real(x, F), &r)))
             return err;
         return rvm_fixed_from_real(r, F, out);
@@ -448,9 +442,9 @@ static inline int rvm_fn2_value(int fn, int t, rvm_i64 a, rvm_i64 b, int F, rvm_
 {
     double r;
     int err;
-    if (t == RT_INT || (t == RT_FIXED && (fn == RF2_MIN || fn == RF2_MAX)))
+    if (t == TY_INT || (t == TY_FIXED && (fn == RF2_MIN || fn == RF2_MAX)))
         return rvm_int_fn2(fn, a, b, out);
-    if (t == RT_FIXED) {
+    if (t == TY_FIXED) {
         if ((err = rvm_fn2_real(fn, rvm_fixed_to_real(a, F), rvm_fixed_to_real(b, F), &r)))
             return err;
         return rvm_fixed_from_real(r, F, out);
@@ -499,9 +493,9 @@ static inline int rvm_float_sum(rvm_i64 y, rvm_i64 a, rvm_i64 b, int dif, int si
 static inline double rvm_to_real(int t, rvm_i64 w, int F)
 {
     switch (t) {
-    case RT_INT: return (double)w;
-    case RT_FIXED: return rvm_fixed_to_real(w, F);
-    case RT_LNS: return rvm_lns_to_real(w, F);
+    case TY_INT: return (double)w;
+    case TY_FIXED: return rvm_fixed_to_real(w, F);
+    case TY_LNS: return rvm_lns_to_real(w, F);
     default: return rvm_w2f(w);
     }
 }
@@ -510,19 +504,19 @@ static inline double rvm_to_real(int t, rvm_i64 w, int F)
 static inline int rvm_convert(int dst, int src, rvm_i64 x, int F, rvm_i64 *out)
 {
     double v;
-    if (dst == RT_FIXED && src == RT_INT) {
+    if (dst == TY_FIXED && src == TY_INT) {
         *out = (rvm_i64)((rvm_u64)x << F);
         return AK_OK;
     }
-    if (dst == RT_INT && src == RT_FIXED) {
+    if (dst == TY_INT && src == TY_FIXED) {
         *out = rvm_rne_shift((rvm_i128)x, F);
         return AK_OK;
     }
     v = rvm_to_real(src, x, F);
     switch (dst) {
-    case RT_INT: return rvm_real_to_int(v, out);
-    case RT_FIXED: return rvm_fixed_from_real(v, F, out);
-    case RT_FLOAT:
+    case TY_INT: return rvm_real_to_int(v, out);
+    case TY_FIXED: return rvm_fixed_from_real(v, F, out);
+    case TY_FLOAT:
         if (!isfinite(v))
             return AK_RANGE;
         *out = rvm_f2w(v);
@@ -616,11 +610,11 @@ static const unsigned char RVM_CMP_MASK[8] = {
 static inline int rvm_compare(rvm_i64 cc, rvm_i64 a, rvm_i64 b)
 {
     int t = (int)((cc >> 4) & 3), rel;
-    if (t == RT_FLOAT) {
+    if (t == TY_FLOAT) {
         double x = rvm_w2f(a), y = rvm_w2f(b);
         rel = (x != x || y != y) ? 3 : (x > y) + (x >= y);
     } else {
-        if (t == RT_LNS) {
+        if (t == TY_LNS) {
             a = rvm_lns_key(a);
             b = rvm_lns_key(b);
         }

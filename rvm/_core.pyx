@@ -463,7 +463,7 @@ cdef class Core:
         try:
             rc = native_run(self.nat_fwd, &st)
             n_fwd = st.steps
-            if rc == 0:
+            if rc == RVM_NATIVE_DONE:
                 self.last_n = n_fwd
                 memcpy(ws + nw, vm.mem, nw * sizeof(i64))
                 vm.adj[of_addr] = 1.0
@@ -475,7 +475,7 @@ cdef class Core:
             vm.peak_frame = max(vm.peak_frame, st.peak_ftop - vm.n_static)
             vm.peak_depth = max(vm.peak_depth, st.peak_depth)
             vm.peak_sp = max(vm.peak_sp, st.peak_sp)
-        if rc != 0:
+        if rc != RVM_NATIVE_DONE:
             self.native_bails += 1
             return 1
         vm.steps = n_fwd + st.steps

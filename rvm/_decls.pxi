@@ -26,23 +26,18 @@ cdef extern from "_arith.h" nogil:
     int rvm_compare(i64 cc, i64 a, i64 b)
     const unsigned char RVM_CMP_MASK[8]
     bint RVM_LIKELY(bint cond)
-    # function ids as _arith.h numbers them (checked against isa/functions.py below)
-    enum:
-        RF_SQRT, RF_EXP, RF_LOG, RF_SIN, RF_COS, RF_TAN, RF_ATAN, RF_TANH, RF_ABS, RF_SIGMOID
-        RF_WRAP32
-        RF2_POW, RF2_ATAN2, RF2_HYPOT, RF2_MIN, RF2_MAX, RF2_MOD, RF2_SHL, RF2_SHR, RF2_BITAND
-        RF2_BITOR, RF2_BITXOR
 
-_C_FN1 = dict(sqrt=RF_SQRT, exp=RF_EXP, log=RF_LOG, sin=RF_SIN, cos=RF_COS, tan=RF_TAN,
-              atan=RF_ATAN, tanh=RF_TANH, abs=RF_ABS, sigmoid=RF_SIGMOID, wrap32=RF_WRAP32)
-_C_FN2 = dict(pow=RF2_POW, atan2=RF2_ATAN2, hypot=RF2_HYPOT, min=RF2_MIN, max=RF2_MAX,
-              mod=RF2_MOD, shl=RF2_SHL, shr=RF2_SHR, bitand=RF2_BITAND, bitor=RF2_BITOR,
-              bitxor=RF2_BITXOR)
-# the build must match the table before any per-opcode array below is filled from it
+# the build must match the table before any per-opcode array below is filled from it (the
+# hash covers the generated headers, rvm/_abi.h's codes included)
 check_build(TABLE_HASH)
-if {f.name: f.id for f in FN1} != _C_FN1 or {f.name: f.id for f in FN2} != _C_FN2:
-    raise ImportError("the function ids of rvm/_arith.h (RF_*, RF2_*) differ from "
-                      "isa/functions.py: give every function its C case, then rebuild")
+
+cdef extern from "_abi.h" nogil:
+    # the codes shared with isa/ and the native code, generated from isa/ (isa/cgen.py)
+    enum:
+        MODE_G, MODE_L, MODE_P, MODE_X, MODE_N
+        TY_INT, TY_FIXED, TY_LNS, TY_FLOAT
+        ADK_NONE, ADK_UPDATE, ADK_NEG, ADK_SWAP, ADK_ROT, ADK_MOVE, ADK_SCOPE
+        RVM_NATIVE_DONE, RVM_NATIVE_BAIL, RVM_NATIVE_STOPPED
 
 cdef extern from "_isa.h" nogil:
     # every data instruction's value semantics, generated from isa/table.py (isa/cgen.py)
@@ -122,25 +117,9 @@ cdef enum:
     # ... and an opcode the dispatch loop has no case for
     _NO_DISPATCH_CASE = 3001
     ARG_SCALAR = -2       # arg_len of a scalar call argument
-    MODE_G = 0
-    MODE_L = 1
-    MODE_P = 2
-    MODE_X = 3
-    MODE_N = 4
-    TY_INT = 0
-    TY_FIXED = 1
-    TY_LNS = 2
-    TY_FLOAT = 3
-    # AD mode bits (Core.set_ad) and rule kinds (isa/derivatives.py KINDS)
+    # AD mode bits (Core.set_ad)
     _AD_TAN = 1
     _AD_ADJ = 2
-    ADK_NONE = 0
-    ADK_UPDATE = 1
-    ADK_NEG = 2
-    ADK_SWAP = 3
-    ADK_ROT = 4
-    ADK_MOVE = 5
-    ADK_SCOPE = 6
 
 R_BOUNDARY, R_BUDGET, R_TRAP, R_TRACE = _R_BOUNDARY, _R_BUDGET, _R_TRAP, _R_TRACE
 R_BREAK, R_WATCH = _R_BREAK, _R_WATCH

@@ -3,26 +3,28 @@
 
 # ---- native code (rvm/native): a program's forward run and adjoint sweep compiled to C -------
 
-cdef struct NativeState:
-    # rvm/native/codegen.py's rvm_ns: keep in step (its ABI number)
-    i64* mem
-    double* adj
-    i64 steps
-    i64 budget            # the native code calls poll when its steps reach it
-    int (*poll)(NativeState*) noexcept
-    i64 n_mem
-    i64 max_depth
-    i64 pt_cap
-    i64 peak_ftop         # the deepest frame top and call depth the run reached
-    i64 peak_depth
-    i64 pc                # where a signal stopped it
-    char* stack_low       # the native calls' stack limit (the native code sets it)
-    i64* stack            # the value stack, its adjoints, top, capacity and peak
-    double* sadj
-    i64 sp
-    i64 stack_cap
-    i64 peak_sp
-ctypedef i64 (*native_fn)(NativeState*) noexcept nogil
+cdef extern from "_abi.h" nogil:
+    # rvm_ns, the state a native entry point runs on, is generated from isa/cgen.py (its layout
+    # is the header's; these are the fields the core reads and sets, checked by the C compiler)
+    ctypedef struct NativeState "rvm_ns":
+        i64* mem
+        double* adj
+        i64 steps
+        i64 budget            # the native code calls poll when its steps reach it
+        int (*poll)(NativeState*) noexcept
+        i64 n_mem
+        i64 max_depth
+        i64 pt_cap
+        i64 peak_ftop         # the deepest frame top and call depth the run reached
+        i64 peak_depth
+        i64 pc                # where a signal stopped it
+        char* stack_low       # the native calls' stack limit (the native code sets it)
+        i64* stack            # the value stack, its adjoints, top, capacity and peak
+        double* sadj
+        i64 sp
+        i64 stack_cap
+        i64 peak_sp
+ctypedef i64 (*native_fn)(NativeState*) noexcept nogil     # rvm_native_fn
 
 cdef extern from "Python.h":
     int _check_signals "PyErr_CheckSignals" ()      # no Cython error check: poll reports it
@@ -43,6 +45,6 @@ cdef int native_run(native_fn f, NativeState* st) except -1:
     st.budget = st.steps + (1 << 16)
     st.poll = native_poll
     rc = f(st)
-    if rc == 3:
+    if rc == RVM_NATIVE_STOPPED:
         return -1
     return <int>rc

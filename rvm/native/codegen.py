@@ -20,7 +20,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from isa.cgen import distinct_pairs, func_name, has_body, operand_names
+from isa.cgen import (
+    NATIVE_BAIL,
+    NATIVE_STOPPED,
+    abi_number,
+    distinct_pairs,
+    func_name,
+    has_body,
+    operand_names,
+)
 from isa.derivatives import (
     PF_DIF,
     PF_DIV,
@@ -33,16 +41,13 @@ from isa.derivatives import (
     RULES,
     pf_id,
 )
+from isa.program import MODE_G, MODE_L, MODE_N, MODE_P, MODE_X
 from isa.table import INVERSE, OPS
-from isa.types import FIXED, FLOAT, INT, LNS
+from isa.types import FLOAT, LNS
 
-# return codes of the generated functions (rvm/_native.pxi native_run reads them): done, gave
-# up (the interpreter runs the call), stopped by a signal (its exception is set)
-DONE, BAIL, STOPPED = 0, 2, 3
-ABI = 5                   # bump when the state struct or the entry points change
-
-MODE_G, MODE_L, MODE_P, MODE_X, MODE_N = range(5)
-_TY = {INT: 0, FIXED: 1, LNS: 2, FLOAT: 3}
+# the return codes of the generated functions and the state they run on are rvm/_abi.h's,
+# generated from isa/cgen.py; ABI, the hash of that header, is the library's rvm_native_abi()
+ABI = abi_number()
 
 # families the generator translates: every instruction with a body in isa/table.py (it calls
 # the generated function), and the machine's own instructions row() and value() have a case for;
@@ -64,19 +69,7 @@ PRELUDE = """\
 #include "_deriv.h"
 #include "_isa.h"
 #include "_adrules.h"
-/* rvm/_native.pxi NativeState: keep in step (ABI) */
-typedef struct rvm_ns {
-    i64* mem; double* adj;
-    i64 steps;                      /* steps run */
-    i64 budget;                     /* poll() when steps reach it, at a taken jump */
-    int (*poll)(struct rvm_ns*);    /* Ctrl-C? (nonzero: stop) and a new budget */
-    i64 n_mem, max_depth, pt_cap;   /* the machine's limits (over them: the interpreter) */
-    i64 peak_ftop, peak_depth;      /* the deepest frame top and call depth reached */
-    i64 pc;                         /* where a signal stopped it */
-    char* stack_low;                /* a call whose frame is below gives up (set on entry) */
-    i64* stack; double* sadj;       /* the value stack and its adjoints */
-    i64 sp, stack_cap, peak_sp;
-} rvm_ns;
+#include "_abi.h"     /* rvm_ns, the state the entry points run on, and their return codes */
 /* give up at pc `at` (kept for the reader): one exit per function, so that the compiler does
    not build an exit block per row */
 #define BAIL(at) goto bail_out
@@ -117,7 +110,7 @@ static char* rvm_stack_low(void) {
 static char* rvm_stack_low(void) { return (char*)__builtin_frame_address(0) - 262144; }
 #endif
 int rvm_native_abi(void) { return %(ABI)d; }
-""" % {"ABI": ABI, "STOPPED": STOPPED}
+""" % {"ABI": ABI, "STOPPED": NATIVE_STOPPED}
 
 # deeper native calls give up (the C stack is not the machine's control stack)
 MAX_NATIVE_DEPTH = 2000
@@ -296,11 +289,11 @@ class _Fn:
         if (cc & 15) == 0:
             return "1"
         cmp, ty = cc & 7, (cc >> 4) & 3
-        if 1 <= cmp <= 6 and not (cc & 8) and ty != _TY[LNS]:
+        if 1 <= cmp <= 6 and not (cc & 8) and ty != int(LNS):
             # rvm_compare's relations: C's operators (on doubles, unordered is false except
             # for !=, as RVM_CMP_MASK has it)
             rel = ("", "==", "!=", "<", "<=", ">", ">=")[cmp]
-            if ty == _TY[FLOAT]:
+            if ty == int(FLOAT):
                 return f"({a.fv()} {rel} {b.fv()})"
             return f"({a.val} {rel} {b.val})"
         return f"rvm_compare({lit(cc)}, {a.val}, {b.val})"
@@ -599,7 +592,7 @@ class _Fn:
                 "(void)A; (void)cs; (void)pa; (void)pl; (void)depth; (void)ptop;",
                 f"if ((char*)__builtin_frame_address(0) < st->stack_low) BAIL({first_pc});",
                 *self.locals(), f"goto L{first};"]
-        return "\n".join(head + self.lines + [f"bail_out: return {BAIL};", "}"]) + "\n"
+        return "\n".join(head + self.lines + [f"bail_out: return {NATIVE_BAIL};", "}"]) + "\n"
 
 
 def generate(program) -> str:
