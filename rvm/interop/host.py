@@ -12,6 +12,7 @@ import numpy as np
 
 from ..ad.engine import GradFn, derivatives, grad_fn
 from ..machine import Machine
+from ..values import FLOAT
 
 __all__ = ["Host"]
 
@@ -40,6 +41,12 @@ class Host:
         self._start: dict[str, Any] | None = None
         self._whole = not any("[" in c.name for c in self.cells)
         self._machines = threading.local()
+        self._loss_words: np.ndarray | None = None
+        self._loss_at = 0
+        self._sizes = [c.size for c in self.cells]
+        self._scalars = all(not s for s in self.shapes)
+        self._single = self.names[0] if len(self.cells) == 1 and self._whole and \
+            not self.inputs else None
         m = _ELEMENT.match(of)
         self._of_name, self._of_index = m.group(1), None if m.group(2) is None else int(m.group(2))
 
@@ -82,8 +89,14 @@ class Host:
         gf = self.gf
         if gf.owner not in (0, threading.get_ident()):
             gf = getattr(gf._lanes, "fn", None) or gf
+        elif gf.fast_grad is not None and self._loss_words is not None:
+            return self._loss_words[self._loss_at]         # a float loss: read in place
         if gf.fast_grad is not None:
-            return gf.runner.fast_loss()
+            r = gf.runner
+            if gf is self.gf and r.of_type == FLOAT and getattr(r, "words", None) is not None:
+                # the fast pass writes the end state's words here (the same array each call)
+                self._loss_words, self._loss_at = r.words[1].view(np.float64), r.of.addr
+            return r.fast_loss()
         return gf.last.value
 
     def value_and_grad1(self, xs: Sequence[np.ndarray]) -> tuple[float, list[np.ndarray]]:
@@ -112,6 +125,92 @@ class Host:
         d = derivatives(self.program, self.of, self.gf.wrt, self._inputs(xs), gradient=False,
                         direction=direction, check_ancillas=False, machine=self._machine())
         return [np.asarray(d.hvp[n], np.float64) for n in self.names]
+
+    # ---- flat operands (jax_function's host calls) -------------------------------------------
+    # Each operand is a float (one scalar cell, no batch) or a flat float64 array (or bytes of
+    # one) holding B cells of its wrt argument back to back; every operand has the same B.
+    # Results: a float per scalar result without a batch, else flat float64 arrays.
+
+    def _flat(self, xs: Sequence[Any], sizes: Sequence[int]) -> tuple[int, list]:
+        """(the batch count B; the operands, bytes read as arrays).  Without a batch B is 1
+        (a scalar cell's operand is then a float, an array cell's an array of its size): the
+        results of one element serve a result with and without a batch dimension alike."""
+        vals = [x if type(x) is float else np.frombuffer(x, np.float64)
+                if type(x) is bytes else np.asarray(x, np.float64).ravel() for x in xs]
+        v0 = vals[0]
+        if type(v0) is float:
+            return 1, vals
+        return (v0.shape[0] // sizes[0] if sizes[0] else 0), vals
+
+    def _one(self, vals: list, k: int) -> list:
+        """Batch element k of flat operands (wrt values, then as many again for tangents):
+        floats for scalar cells, arrays (views) for array cells."""
+        rep = len(vals) // len(self.cells)
+        return [v if type(v) is float else float(v[k]) if not shape else v[k * s:(k + 1) * s]
+                for v, s, shape in zip(vals, self._sizes * rep, self.shapes * rep)]
+
+    def vg(self, *xs: Any) -> tuple:
+        """(loss, gradient per wrt) of flat operands: one GradFn call per batch element."""
+        if self._scalars and type(xs[0]) is float:          # the short way: scalars, no batch
+            return self._vg_one(xs)
+        b, vals = self._flat(xs, self._sizes)
+        if b == 1:
+            return self._vg_one(self._one(vals, 0))
+        loss = np.empty(b)
+        grads = [np.empty(b * s) for s in self._sizes]
+        for k in range(b):
+            one = self._vg_one(self._one(vals, k))
+            loss[k] = one[0]
+            for g, s, gk in zip(grads, self._sizes, one[1:]):
+                g[k * s:(k + 1) * s] = np.ravel(gk)
+        return (loss, *grads)
+
+    def grad(self, *xs: Any) -> tuple:
+        """(gradient per wrt) of flat operands (vg without the loss)."""
+        return self.vg(*xs)[1:]
+
+    def _vg_one(self, vals: Sequence[Any]) -> tuple:
+        if self._single is not None:            # one whole wrt cell and no other inputs
+            name = self._single
+            g = self.gf({name: vals[0]})
+            return self._loss_of_last(), g[name]
+        if self._whole:
+            ins = dict(self.inputs)
+            ins.update(zip(self.names, vals))
+        else:
+            ins = self._inputs(vals)
+        g = self.gf(ins)
+        return (self._loss_of_last(), *[g[n] for n in self.names])
+
+    def tangent(self, *xts: Any) -> tuple:
+        """(d loss along the tangents,) of flat operands (wrt values, then their tangents), by
+        rvm's tangent mode."""
+        n = len(self.cells)
+        b, vals = self._flat(xts, self._sizes * 2)
+        if b == 1:
+            one = self._one(vals, 0)
+            return (self.tangent1(one[:n], one[n:]),)
+        out = np.empty(b)
+        for k in range(b):
+            one = self._one(vals, k)
+            out[k] = self.tangent1(one[:n], one[n:])
+        return (out,)
+
+    def hvp(self, *xvs: Any) -> tuple:
+        """(H v per wrt) of flat operands (wrt values, then the direction v), by rvm's
+        tangent-over-adjoint pass."""
+        n = len(self.cells)
+        b, vals = self._flat(xvs, self._sizes * 2)
+        if b == 1:
+            one = self._one(vals, 0)
+            return tuple(np.ascontiguousarray(h, np.float64).ravel()
+                         for h in self.hvp1(one[:n], one[n:]))
+        outs = [np.empty(b * s) for s in self._sizes]
+        for k in range(b):
+            one = self._one(vals, k)
+            for o, s, h in zip(outs, self._sizes, self.hvp1(one[:n], one[n:])):
+                o[k * s:(k + 1) * s] = np.ravel(h)
+        return tuple(outs)
 
     # ---- batches ---------------------------------------------------------------------------
     def batch_shape(self, xs: Sequence[np.ndarray]) -> tuple[int, ...]:
