@@ -240,3 +240,16 @@ def test_the_ffi_call_is_used_where_it_builds(bessel):
     f = jax_function(bessel, of="out", wrt="z")
     assert f.mechanism == "XLA FFI custom call"
     assert "rvm_host_call" in jax.jit(jax.grad(f)).lower(3.0).as_text()
+
+
+def test_float32_arrays_without_x64(mixed, ffi):
+    """float32 array operands are widened for rvm and its results narrowed back."""
+    f = jax_function(mixed, of="out", wrt=["a", "w"], ffi=ffi)
+    a = np.array([0.3, -1.2, 2.0], np.float32)
+    want = rvm.grad(mixed, of="out", wrt="a", inputs={"a": a.astype(np.float64), "w": 1.5})
+    with jax.enable_x64(False):
+        g = jax.grad(f)(a, np.float32(1.5))
+        assert g.dtype == np.float32
+        np.testing.assert_array_equal(g, want["a"].astype(np.float32))
+        batch = jax.vmap(jax.grad(f), in_axes=(0, None))(np.stack([a, a]), np.float32(1.5))
+        np.testing.assert_array_equal(batch, np.stack([want["a"]] * 2).astype(np.float32))

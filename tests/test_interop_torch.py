@@ -71,6 +71,22 @@ def test_batch_dimension(mixed):
     assert torch.autograd.gradgradcheck(f, (a, w))
 
 
+def test_two_batch_dimensions_equal_the_loop(mixed):
+    f = torch_function(mixed, of="out", wrt=["a", "w"])
+    rng = np.random.default_rng(1)
+    a, w = t64(rng.normal(size=(2, 3, 3))), t64(rng.normal(size=(2, 3)))
+    loss = f(a, w)
+    assert loss.shape == (2, 3)
+    loss.sum().backward()
+    for i in range(2):
+        for j in range(3):
+            ins = {"a": a[i, j].tolist(), "w": w[i, j].item()}
+            d = rvm.derivatives(mixed, of="out", wrt=["a", "w"], inputs=ins)
+            assert loss[i, j].item() == d.value
+            assert np.array_equal(a.grad[i, j].numpy(), d.gradient["a"])
+            assert w.grad[i, j].item() == d.gradient["w"]
+
+
 def test_hessian_matches_rvm(mixed):
     f = torch_function(mixed, of="out", wrt=["a", "w"], native=False)
     a, w = t64([0.3, -1.2, 2.0]), t64(1.7)

@@ -1,11 +1,11 @@
 """The host side of jax_function and torch_function: an rvm program's value, gradient,
-tangent and Hessian-vector product as numpy in, numpy out, with a loop over batch dimensions
-(rvm has no batch mode yet)."""
+tangent and Hessian-vector product on flat float64 operands, with a loop over a batch (rvm
+has no batch mode yet)."""
 from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -20,15 +20,16 @@ _ELEMENT = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(?:\[\s*(\d+)\s*\])?\s*$"
 
 
 class Host:
-    """The host side of a jax_function (and of torch_function): numpy in, numpy out.
+    """The host side of a jax_function (and of torch_function).
 
-    value_and_grad(*xs)   (loss, (gradient per wrt)) by rvm's adjoint (a GradFn)
-    tangent1(xs, ts)      d loss along ts, by rvm's tangent mode (torch_function's jvp)
-    hvp(xs, vs)           (H v per wrt) by rvm's tangent-over-adjoint pass
+    vg(*xs)          (loss, gradient per wrt) by rvm's adjoint: one GradFn call per element
+    grad(*xs)        the gradient alone
+    tangent(*xs, *ts)  (d loss along ts,) by rvm's tangent mode
+    hvp(*xs, *vs)    (H v per wrt) by rvm's tangent-over-adjoint pass
 
-    Each wrt argument is an array of the cell's shape with any leading batch dimensions (the
-    same for all arguments); the results get those batch dimensions too, and the batch is a
-    loop on the host."""
+    The operands are flat: a float for a scalar cell without a batch, else a flat float64
+    array (or its bytes) of B cells back to back, the same B for every operand; the results
+    are a float or a flat array of B results.  The batch is a loop on the host."""
 
     def __init__(self, program: Any, of: str, wrt: str | Sequence[str],
                  inputs: Mapping[str, Any] | None = None, native: bool | None = None):
@@ -57,7 +58,6 @@ class Host:
         ins = dict(self.inputs)
         if self._whole:
             for c, x in zip(self.cells, xs):
-                x = np.asarray(x)       # a jax.Array in a callback: float() on it is slower
                 ins[c.name] = float(x) if not c.shape else np.asarray(x, np.float64).ravel()
             return ins
         for c, x in zip(self.cells, xs):
@@ -98,14 +98,6 @@ class Host:
                 self._loss_words, self._loss_at = r.words[1].view(np.float64), r.of.addr
             return r.fast_loss()
         return gf.last.value
-
-    def value_and_grad1(self, xs: Sequence[np.ndarray]) -> tuple[float, list[np.ndarray]]:
-        g = self.gf(self._inputs(xs))
-        return self._loss_of_last(), [np.asarray(g[n], np.float64) for n in self.names]
-
-    def grad1(self, xs: Sequence[np.ndarray]) -> list[np.ndarray]:
-        g = self.gf(self._inputs(xs))
-        return [g[n] for n in self.names]
 
     def tangent1(self, xs: Sequence[np.ndarray], ts: Sequence[np.ndarray]) -> float:
         if any("[" in c.name for c in self.cells):
@@ -211,30 +203,3 @@ class Host:
             for o, s, h in zip(outs, self._sizes, self.hvp1(one[:n], one[n:])):
                 o[k * s:(k + 1) * s] = np.ravel(h)
         return tuple(outs)
-
-    # ---- batches ---------------------------------------------------------------------------
-    def batch_shape(self, xs: Sequence[np.ndarray]) -> tuple[int, ...]:
-        x, shape = np.asarray(xs[0]), self.shapes[0]
-        return x.shape[:x.ndim - len(shape)]
-
-    def batched(self, one: Callable, xs: Sequence[np.ndarray], *rest: Sequence[np.ndarray]):
-        """Apply `one(xs[, ts])` to every batch element; stack its results."""
-        batch = self.batch_shape(xs)
-        arrays = [[np.asarray(a, np.float64) for a in group] for group in (xs, *rest)]
-        if not batch:
-            return one(*arrays)
-        outs = [one(*[[a[idx] for a in group] for group in arrays])
-                for idx in np.ndindex(*batch)]
-        return _stack(outs, batch)
-
-
-def _stack(outs: list, batch: tuple[int, ...]):
-    first = outs[0]
-    if isinstance(first, tuple):
-        return tuple(_stack([o[k] for o in outs], batch) for k in range(len(first)))
-    if isinstance(first, list):
-        return [_stack([o[k] for o in outs], batch) for k in range(len(first))]
-    arr = np.asarray(outs, dtype=np.float64)
-    return arr.reshape(batch + arr.shape[1:])
-
-

@@ -8,8 +8,9 @@ Built on `torch.autograd.Function`: the forward pass is one GradFn call per inpu
 and rvm's adjoint gradient together, the gradient kept for backward), backward scales that
 gradient by the incoming gradient, and backward is itself differentiable through rvm's
 Hessian-vector product, so second derivatives (gradgradcheck, a Hessian) work too.  A leading
-batch dimension (any number of them) is a loop over the batch on the host: rvm has no batch
-mode yet.  The tensors stay on the CPU; results take the inputs' dtype (use float64).
+batch dimension (any number of them) is one host call over the whole batch (Host.vg: a loop
+of GradFn calls, as rvm has no batch mode yet).  The tensors stay on the CPU; results take
+the inputs' dtype (use float64).
 """
 from __future__ import annotations
 
@@ -24,8 +25,17 @@ from .host import Host
 __all__ = ["torch_function"]
 
 
-def _np(t: torch.Tensor) -> np.ndarray:
-    return t.detach().cpu().numpy().astype(np.float64, copy=False)
+def _flat(t: torch.Tensor) -> np.ndarray:
+    """A tensor's values as a flat float64 array (Host's flat operands)."""
+    return np.ascontiguousarray(t.detach().cpu().numpy(), np.float64).ravel()
+
+
+def _shaped(values: Any, shape: tuple[int, ...], like: torch.Tensor) -> torch.Tensor:
+    return torch.as_tensor(np.asarray(values, np.float64).reshape(shape), dtype=like.dtype)
+
+
+def _batch(host: Host, xs: Sequence[torch.Tensor]) -> tuple[int, ...]:
+    return tuple(xs[0].shape[:xs[0].dim() - len(host.shapes[0])])
 
 
 class _Gradient(torch.autograd.Function):
@@ -35,15 +45,17 @@ class _Gradient(torch.autograd.Function):
     def forward(ctx, host: Host, *xs: torch.Tensor):
         ctx.host = host
         ctx.save_for_backward(*xs)
-        g = host.batched(host.grad1, [_np(x) for x in xs])
-        return tuple(torch.as_tensor(np.asarray(gi), dtype=x.dtype) for gi, x in zip(g, xs))
+        b = _batch(host, xs)
+        g = host.grad(*map(_flat, xs))
+        return tuple(_shaped(gi, b + s, x) for gi, s, x in zip(g, host.shapes, xs))
 
     @staticmethod
     def backward(ctx, *cts: torch.Tensor):
-        xs = ctx.saved_tensors
+        xs, host = ctx.saved_tensors, ctx.host
+        b = _batch(host, xs)
         # H is symmetric: the vector-Jacobian product of the gradient is H ct
-        hv = ctx.host.batched(ctx.host.hvp1, [_np(x) for x in xs], [_np(c) for c in cts])
-        return (None, *(torch.as_tensor(np.asarray(h), dtype=x.dtype) for h, x in zip(hv, xs)))
+        hv = host.hvp(*map(_flat, xs), *map(_flat, cts))
+        return (None, *(_shaped(h, b + s, x) for h, s, x in zip(hv, host.shapes, xs)))
 
 
 class _Loss(torch.autograd.Function):
@@ -51,12 +63,12 @@ class _Loss(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, host: Host, *xs: torch.Tensor):
-        out = host.batched(host.value_and_grad1, [_np(x) for x in xs])
-        loss, g = out
+        b = _batch(host, xs)
+        loss, *g = host.vg(*map(_flat, xs))
         ctx.host = host
         ctx.save_for_backward(*xs)
-        ctx.grads = [torch.as_tensor(np.asarray(gi), dtype=x.dtype) for gi, x in zip(g, xs)]
-        return torch.as_tensor(np.asarray(loss), dtype=xs[0].dtype)
+        ctx.grads = [_shaped(gi, b + s, x) for gi, s, x in zip(g, host.shapes, xs)]
+        return _shaped(loss, b, xs[0])
 
     @staticmethod
     def backward(ctx, ct: torch.Tensor):
