@@ -253,3 +253,16 @@ def test_float32_arrays_without_x64(mixed, ffi):
         np.testing.assert_array_equal(g, want["a"].astype(np.float32))
         batch = jax.vmap(jax.grad(f), in_axes=(0, None))(np.stack([a, a]), np.float32(1.5))
         np.testing.assert_array_equal(batch, np.stack([want["a"]] * 2).astype(np.float32))
+
+
+def test_threads_calling_one_jitted_gradient(bessel, ffi):
+    """Threads share a jitted rvm gradient: each gets rvm's value (GradFn gives each thread a
+    machine of its own; the FFI handler takes the GIL)."""
+    from concurrent.futures import ThreadPoolExecutor
+    f = jax_function(bessel, of="out", wrt="z", ffi=ffi)
+    jg = jax.jit(jax.grad(f))
+    zs = [0.25 * k for k in range(1, 41)]
+    want = [rvm.grad(bessel, of="out", wrt="z", inputs={"z": z})["z"] for z in zs]
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda z: float(jg(z)), zs))
+    assert got == want

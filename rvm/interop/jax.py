@@ -56,16 +56,23 @@ class JaxFunction:
             "vg": host.vg, "grad": host.grad, "tangent": host.tangent, "hvp": host.hvp}
         self._keys: dict[str, np.int64] = {}
         if ffi is not False and os.environ.get("RVM_JAX_FFI") != "0":
-            from . import jax_ffi
             try:
-                self._target = jax_ffi.target()
-            except jax_ffi.Unavailable as e:
+                from . import jax_ffi
+            except ImportError as e:            # a JAX without jax.ffi
                 if ffi:
                     raise
-                self.mechanism = f"jax.pure_callback (the XLA FFI call is unavailable: {e})"
+                self.mechanism = f"jax.pure_callback (no jax.ffi: {e})"
             else:
-                self.mechanism = "XLA FFI custom call"
-                self._keys = {op: np.int64(jax_ffi.register(fn)) for op, fn in self._ops.items()}
+                try:
+                    self._target = jax_ffi.target()
+                except jax_ffi.Unavailable as e:
+                    if ffi:
+                        raise
+                    self.mechanism = f"jax.pure_callback (the XLA FFI call is unavailable: {e})"
+                else:
+                    self.mechanism = "XLA FFI custom call"
+                    self._keys = {op: np.int64(jax_ffi.register(fn))
+                                  for op, fn in self._ops.items()}
         elif ffi is False:
             self.mechanism = "jax.pure_callback (ffi=False)"
         else:
