@@ -289,8 +289,12 @@ typedef struct rvm_ns {
     char* stack_low;                    /* a call whose frame is below gives up (set on entry) */
     int64_t* stack; double* sadj;       /* the value stack and its adjoints */
     int64_t sp, stack_cap, peak_sp;
+    double* tan; double* adjt;          /* tangent modes (rvm/native/tangent.py): the cells' */
+    double* stan; double* sadjt;        /* tangents and adjoints' tangents, and the stack's */
+    int64_t rel_n, rel_pc; double rel_max;  /* tangents released nonzero: count, first pc, max */
 } rvm_ns;
-/* an entry point: rvm_native_forward, rvm_native_backward */
+/* an entry point: rvm_native_forward, rvm_native_backward (rvm_native_forward_t,
+   rvm_native_backward_at: the tangent modes) */
 typedef int64_t (*rvm_native_fn)(rvm_ns*);"""
 
 

@@ -81,6 +81,9 @@ cdef class Core:
     cdef native_fn nat_fwd                 # Core.gradient's native code (set_native) or NULL
     cdef native_fn nat_bwd
     cdef object _native
+    cdef native_fn nat_fwd_t               # the tangent modes' native code (set_native_tangent)
+    cdef native_fn nat_bwd_at
+    cdef object _native_t
     cdef readonly i64 native_bails         # gradient() calls the native code handed back
 
     def __init__(self, program, *, i64 stack_cells=1 << 20, i64 frame_cells=1 << 22,
@@ -213,6 +216,30 @@ cdef class Core:
         """gradient() runs native code (set_native)."""
         return self.nat_fwd != NULL
 
+    def set_native_tangent(self, lib=None, size_t forward=0, size_t backward=0) -> bool:
+        """Let gradient() with tangents (Hessian-vector products, Hessians) and tangent_run()
+        run native code (rvm/native/tangent.py: the addresses of rvm_native_forward_t and
+        rvm_native_backward_at in the loaded library `lib`, kept alive here); no arguments:
+        the interpreter again.  False when the entry frame does not fit the frame region."""
+        cdef VM* vm = &self.vm
+        self.nat_fwd_t = self.nat_bwd_at = NULL
+        self._native_t = None
+        if lib is None:
+            return True
+        if forward == 0 or backward == 0:
+            raise ValueError("set_native_tangent needs both function addresses")
+        if vm.fn_fsize[vm.main] > vm.n_mem - vm.n_static:
+            return False
+        self._native_t = lib
+        self.nat_fwd_t = <native_fn>forward
+        self.nat_bwd_at = <native_fn>backward
+        return True
+
+    @property
+    def native_tangent(self) -> bool:
+        """gradient() with tangents and tangent_run() run native code (set_native_tangent)."""
+        return self.nat_fwd_t != NULL
+
     @property
     def kernels(self) -> list:
         """(jmp pc, join pc, body pcs) of every loop kernel, forward then backward."""
@@ -325,16 +352,38 @@ cdef class Core:
         2 float array, length)), a forward run, the adjoint of of_addr seeded with 1, the
         adjoint sweep back to the start, and out[k] = the adjoint of cell wrt_addrs[k].  With
         `tangent` (one per wrt cell) the forward run carries those tangents and the sweep the
-        adjoints' tangents: out_t[k] = (H tangent)[k].  words (3, n) gets the first n globals'
+        adjoints' tangents: out_t[k] = (H tangent)[k]; a (c, n) `tangent` runs c such passes,
+        one per row, into the rows of a (c, n) out_t (a full Hessian in one call; out, words
+        and last_n are the last pass's).  words (3, n) gets the first n globals'
         words at the start, at the end and back at the start.  Returns 0, or 1 when the
         general path must run instead (an input it does not store, a trap, a trace, a
         breakpoint, a non-finite derivative): that path reports it."""
-        return self._gradient(of_addr, inputs, input_cells, def_addrs, def_words, wrt_addrs,
-                              out, words, tangent, out_t)
+        cdef i64 k, nwrt = wrt_addrs.shape[0], cols
+        cdef double* tin
+        cdef double* tout
+        cdef int rc
+        if tangent is None:
+            return self._gradient(of_addr, inputs, input_cells, def_addrs, def_words,
+                                  wrt_addrs, out, words, NULL, NULL)
+        cols = 1 if tangent.ndim == 1 else tangent.shape[0]
+        if not (tangent.dtype == np.float64 and tangent.flags.c_contiguous and out_t is not None
+                and out_t.dtype == np.float64 and out_t.flags.c_contiguous and
+                tangent.ndim in (1, 2) and tangent.shape[tangent.ndim - 1] == nwrt and
+                out_t.size == tangent.size):
+            raise ValueError("gradient: tangent and out_t must be C-contiguous float64 arrays "
+                             "of one shape, (n) or (columns, n) for the n wrt cells")
+        tin = <double*>cnp.PyArray_DATA(tangent)
+        tout = <double*>cnp.PyArray_DATA(out_t)
+        for k in range(cols):
+            rc = self._gradient(of_addr, inputs, input_cells, def_addrs, def_words, wrt_addrs,
+                                out, words, tin + k * nwrt, tout + k * nwrt)
+            if rc != 0:
+                return rc
+        return 0
 
     cdef int _gradient(self, i64 of_addr, dict inputs, dict input_cells, cnp.ndarray def_addrs,
                        cnp.ndarray def_words, cnp.ndarray wrt_addrs, cnp.ndarray out,
-                       cnp.ndarray words, cnp.ndarray tangent, cnp.ndarray out_t) except -1:
+                       cnp.ndarray words, double* tan_in, double* tan_out) except -1:
         cdef VM* vm = &self.vm
         cdef i64 i, n, used, addr, iv
         cdef int kind, overflow
@@ -344,7 +393,7 @@ cdef class Core:
         cdef double* g = <double*>cnp.PyArray_DATA(out)
         cdef i64* ws = _ptr(words)
         cdef i64 nw = words.shape[1]
-        cdef bint hvp = tangent is not None
+        cdef bint hvp = tan_in != NULL
         if vm.brk != NULL or vm.n_watch != 0 or nw > vm.n_static:
             return 1
         if self._duals is None:
@@ -411,11 +460,16 @@ cdef class Core:
         if self.nat_fwd != NULL and not hvp:
             if self._native_sweeps(of_addr, ws, nw) != 0:
                 return 1
+        elif self.nat_fwd_t != NULL and hvp:
+            for i in range(wrt_addrs.shape[0]):
+                vm.tan[wa[i]] = tan_in[i]
+            if self._native_tangent_sweeps(of_addr, ws, nw) != 0:
+                return 1
         else:
             if hvp:
                 vm.ad = _AD_TAN
                 for i in range(wrt_addrs.shape[0]):
-                    vm.tan[wa[i]] = (<double*>cnp.PyArray_DATA(tangent))[i]
+                    vm.tan[wa[i]] = tan_in[i]
             if self._sweep(hvp) != _R_BOUNDARY:
                 return 1
             self.last_n = vm.steps
@@ -432,7 +486,7 @@ cdef class Core:
             if not isfinite(g[i]):
                 return 1
             if hvp:
-                (<double*>cnp.PyArray_DATA(out_t))[i] = vm.adjt[wa[i]]
+                tan_out[i] = vm.adjt[wa[i]]
                 if not isfinite(vm.adjt[wa[i]]):
                     return 1
         return 0
@@ -442,24 +496,9 @@ cdef class Core:
         as the interpreter would.  1: the interpreter must run instead (it reports why)."""
         cdef VM* vm = &self.vm
         cdef NativeState st
-        cdef i64 fs = vm.fn_fsize[vm.main], n_fwd
+        cdef i64 n_fwd
         cdef int rc
-        # first, so that a reset after a bail out clears the whole frame
-        vm.peak_frame = max(vm.peak_frame, fs)
-        vm.peak_depth = max(vm.peak_depth, 1)
-        st.mem = vm.mem
-        st.adj = vm.adj
-        st.n_mem = vm.n_mem
-        st.max_depth = vm.max_depth
-        st.pt_cap = vm.pt_cap
-        st.peak_ftop = vm.n_static + fs
-        st.peak_depth = 1
-        st.stack = vm.stack
-        st.sadj = vm.sadj
-        st.sp = 0
-        st.stack_cap = vm.stack_cap
-        st.peak_sp = vm.peak_sp
-        st.steps = 0
+        self._native_state(&st)
         try:
             rc = native_run(self.nat_fwd, &st)
             n_fwd = st.steps
@@ -470,11 +509,7 @@ cdef class Core:
                 st.steps = 0
                 rc = native_run(self.nat_bwd, &st)
         finally:
-            # the frames the calls used (dirty after a bail out or a Ctrl-C: the next reset
-            # clears them)
-            vm.peak_frame = max(vm.peak_frame, st.peak_ftop - vm.n_static)
-            vm.peak_depth = max(vm.peak_depth, st.peak_depth)
-            vm.peak_sp = max(vm.peak_sp, st.peak_sp)
+            self._native_peaks(&st)
         if rc != RVM_NATIVE_DONE:
             self.native_bails += 1
             return 1
@@ -484,6 +519,103 @@ cdef class Core:
         vm.D = -1
         vm.status = _S_START
         vm.pc = vm.fn_begin[vm.main]
+        return 0
+
+    cdef void _native_state(self, NativeState* st) noexcept:
+        """The native code's view of the machine at the start of a run (_native_sweeps)."""
+        cdef VM* vm = &self.vm
+        cdef i64 fs = vm.fn_fsize[vm.main]
+        # first, so that a reset after a bail out clears the whole frame
+        vm.peak_frame = max(vm.peak_frame, fs)
+        vm.peak_depth = max(vm.peak_depth, 1)
+        st.mem = vm.mem
+        st.adj = vm.adj
+        st.tan = vm.tan
+        st.adjt = vm.adjt
+        st.n_mem = vm.n_mem
+        st.max_depth = vm.max_depth
+        st.pt_cap = vm.pt_cap
+        st.peak_ftop = vm.n_static + fs
+        st.peak_depth = 1
+        st.stack = vm.stack
+        st.sadj = vm.sadj
+        st.stan = vm.stan
+        st.sadjt = vm.sadjt
+        st.sp = 0
+        st.stack_cap = vm.stack_cap
+        st.peak_sp = vm.peak_sp
+        st.steps = 0
+        st.rel_n = 0
+        st.rel_pc = -1
+        st.rel_max = 0.0
+
+    cdef void _native_peaks(self, NativeState* st) noexcept:
+        """The frames and stack the native calls used (dirty after a bail out or a Ctrl-C:
+        the next reset clears them)."""
+        cdef VM* vm = &self.vm
+        vm.peak_frame = max(vm.peak_frame, st.peak_ftop - vm.n_static)
+        vm.peak_depth = max(vm.peak_depth, st.peak_depth)
+        vm.peak_sp = max(vm.peak_sp, st.peak_sp)
+
+    cdef int _native_tangent_sweeps(self, i64 of_addr, i64* ws, i64 nw) except -1:
+        """gradient()'s forward run with tangents and its sweep with the adjoint-tangent
+        rules by the native code (rvm/native/tangent.py), leaving the machine as the
+        interpreter would.  1: the interpreter must run instead (it reports why)."""
+        cdef VM* vm = &self.vm
+        cdef NativeState st
+        cdef i64 n_fwd
+        cdef int rc
+        self._native_state(&st)
+        try:
+            rc = native_run(self.nat_fwd_t, &st)
+            n_fwd = st.steps
+            if rc == RVM_NATIVE_DONE:
+                self.last_n = n_fwd
+                memcpy(ws + nw, vm.mem, nw * sizeof(i64))
+                vm.adj[of_addr] = 1.0
+                st.steps = 0
+                rc = native_run(self.nat_bwd_at, &st)
+        finally:
+            self._native_peaks(&st)
+        if rc != RVM_NATIVE_DONE:
+            self.native_bails += 1
+            return 1
+        vm.steps = n_fwd + st.steps
+        vm.t = n_fwd - st.steps
+        vm.ad = _AD_ADJ | _AD_TAN
+        vm.D = -1
+        vm.status = _S_START
+        vm.pc = vm.fn_begin[vm.main]
+        return 0
+
+    def tangent_run(self) -> int:
+        """The forward run with tangents (rvm.jvp) by the native code, from the start state
+        the caller set up (reset, inputs, tangents seeded, set_ad(AD_TAN)): the machine ends
+        at the end as the interpreter's run leaves it, with its tangents and released-tangent
+        events.  Returns 0, or 1 when the caller must reset and run the interpreter (no native
+        code, not at the start, a breakpoint or watch, anything the interpreter traps on)."""
+        cdef VM* vm = &self.vm
+        cdef NativeState st
+        cdef int rc
+        if self.nat_fwd_t == NULL or vm.status != _S_START or vm.D != 1 or vm.ad != _AD_TAN \
+                or vm.brk != NULL or vm.n_watch != 0 or vm.depth != 0 or vm.sp != 0:
+            return 1
+        self._native_state(&st)
+        try:
+            rc = native_run(self.nat_fwd_t, &st)
+        finally:
+            self._native_peaks(&st)
+        if rc != RVM_NATIVE_DONE:
+            self.native_bails += 1
+            return 1
+        self.last_n = vm.steps = st.steps
+        vm.t = st.steps
+        vm.sp = st.sp
+        vm.status = _S_END
+        vm.pc = vm.fn_end[vm.main]
+        vm.ev_release = st.rel_n
+        vm.ev_release_pc = st.rel_pc
+        vm.ev_release_max = st.rel_max
         return 0
 
     cdef int _sweep(self, bint instrumented) except -1:

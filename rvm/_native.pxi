@@ -24,6 +24,13 @@ cdef extern from "_abi.h" nogil:
         i64 sp
         i64 stack_cap
         i64 peak_sp
+        double* tan           # tangent modes (rvm/native/tangent.py): the cells' tangents and
+        double* adjt          # adjoints' tangents, and those of the value stack
+        double* stan
+        double* sadjt
+        i64 rel_n             # tangents dropped nonzero (ad_release): count, first pc, largest
+        i64 rel_pc
+        double rel_max
 ctypedef i64 (*native_fn)(NativeState*) noexcept nogil     # rvm_native_fn
 
 cdef extern from "Python.h":

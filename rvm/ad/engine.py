@@ -39,6 +39,7 @@ from ..errors import RVMError
 from ..machine import Machine
 from ..program import Program
 from ..values import decode, decode_array
+from . import native_tangent
 
 __all__ = ["Derivatives", "NotDifferentiable", "NonFiniteDerivative", "ReleasedTangentWarning",
            "ReleasedTangentError", "derivatives", "grad", "jvp", "hessian", "hvp", "grad_fn",
@@ -222,6 +223,8 @@ class _Runner:
         when the general path must run (inputs the core does not store, a trap, a trace, a
         non-finite derivative); the general path reports it."""
         cells, def_addrs, def_words, wrt_addrs = self._fast_args()
+        if tangent is not None and tangent.shape != self.h.shape:
+            self.h = np.zeros(tangent.shape)        # (columns, n): one pass per row
         return self.core.gradient(self.of.addr, inputs or {}, cells, def_addrs, def_words,
                                   wrt_addrs, self.g, self.words, tangent, self.h) == 0 and \
             self.core.t == 0 and self._restored()
@@ -376,7 +379,8 @@ def derivatives(program: Program | str | os.PathLike, of: str | None = None,
                 tangents: Mapping[str, Any] | None = None,
                 direction: Mapping[str, Any] | None = None, check_ancillas: bool = True,
                 strict: bool = False, max_steps: int | None = None, seed: int = 0,
-                machine: Machine | None = None, _runner: _Runner | None = None) -> Derivatives:
+                machine: Machine | None = None, native: bool | None = None,
+                _runner: _Runner | None = None) -> Derivatives:
     """Differentiate `program` run from `inputs` (see the module docstring).
 
     of         the loss: a float/fixed global (or one element, "out[2]")
@@ -387,23 +391,26 @@ def derivatives(program: Program | str | os.PathLike, of: str | None = None,
     tangents   {input name: tangent}: forward mode; the tangents of the outputs come back
     machine    a Machine of `program` to reuse (its state is reset); calls that share one
                machine from several threads take turns (a lock per machine)
+    native     the tangent modes (tangents, hessian, direction) as native code: None from the
+               program's rvm.ad.native_tangent.NATIVE_AFTER-th such call, True now (or
+               raise), False never; results are the interpreter's (docs/ad.md)
     """
     if machine is not None:
         with machine.__dict__.setdefault("_ad_lock", threading.RLock()):
             return _derivatives(program, of, wrt, inputs, gradient, hessian, tangents,
                                 direction, check_ancillas, strict, max_steps, seed, machine,
-                                _runner)
+                                _runner, native)
     if _runner is None and isinstance(program, Program):
         # the one-shot calls on one Program reuse this thread's machine (rvm/oneshot.py)
         slot = oneshot.acquire(program, {}, "ad")
         try:
             return _derivatives(program, of, wrt, inputs, gradient, hessian, tangents,
                                 direction, check_ancillas, strict, max_steps, seed,
-                                slot.machine, None)
+                                slot.machine, None, native)
         finally:
             oneshot.release(slot)
     return _derivatives(program, of, wrt, inputs, gradient, hessian, tangents, direction,
-                        check_ancillas, strict, max_steps, seed, machine, _runner)
+                        check_ancillas, strict, max_steps, seed, machine, _runner, native)
 
 
 def _derivatives(program: Program | str | os.PathLike, of: str | None,
@@ -411,7 +418,7 @@ def _derivatives(program: Program | str | os.PathLike, of: str | None,
                  hessian: bool, tangents: Mapping[str, Any] | None,
                  direction: Mapping[str, Any] | None, check_ancillas: bool, strict: bool,
                  max_steps: int | None, seed: int, machine: Machine | None,
-                 _runner: _Runner | None) -> Derivatives:
+                 _runner: _Runner | None, native: bool | None = None) -> Derivatives:
     prog = machine.program if machine is not None else _as_program(program)
     names = _wrt_list(wrt) if (gradient or hessian or direction) else list(tangents or {})
     r = _runner
@@ -438,7 +445,14 @@ def _derivatives(program: Program | str | os.PathLike, of: str | None,
             if r.wrt else np.zeros(0)
         r.start(_core.AD_TAN, inputs)
         r.seed_tangents(v)
-        r.forward(max_steps)
+        ran = False
+        if max_steps is None and native_tangent.prepare(r.core, prog, native) == "native":
+            ran = r.core.tangent_run() == 0 and _finite_outputs(r, prog)
+            if not ran:                # the interpreter runs it again and reports
+                r.start(_core.AD_TAN, inputs)
+                r.seed_tangents(v)
+        if not ran:
+            r.forward(max_steps)
         out.steps = r.m.stats["steps"]
         out._end = (r.m, r.globals_words())
         out.value = r.loss() if r.of is not None else None
@@ -479,6 +493,19 @@ def _derivatives(program: Program | str | os.PathLike, of: str | None,
         vectors.append(np.concatenate([np.broadcast_to(np.asarray(direction[c.name], dtype=float),
                                                        c.shape or ()).ravel() for c in r.wrt]))
     columns = []
+    if vectors and max_steps is None:
+        # every column in one core call (native code when it is built): a (columns, n) seed
+        native_tangent.prepare(r.core, prog, native)
+        if r.fast(inputs, np.ascontiguousarray(np.array(vectors, dtype=np.float64))):
+            columns = list(r.h.copy())
+            out.value = r.fast_loss() if out.value is None else out.value
+            if out._end is None:
+                out._end = (r.m, r.words[1].copy())
+                out.steps = r.core.last_n
+            if out.gradient is None:
+                out.gradient = _split(r.g.copy(), r.wrt)
+                out.drift = _drift(prog, r.words[2], r.words[0])
+            vectors = []
     for v in vectors:
         if max_steps is None and r.fast(inputs, np.ascontiguousarray(v, dtype=np.float64)):
             columns.append(r.h.copy())
@@ -511,6 +538,14 @@ def _derivatives(program: Program | str | os.PathLike, of: str | None,
     if direction is not None:
         out.hvp = _split(columns[-1], r.wrt)
     return out
+
+
+def _finite_outputs(r: _Runner, prog: Program) -> bool:
+    """Every differentiable output's tangent is finite (else the interpreter runs the jvp
+    again, to name the instruction where it stopped being so)."""
+    tan = r.core.tangent
+    return all(np.all(np.isfinite(tan[g.addr:g.addr + g.size])) for g in prog.globals
+               if g.is_output and g.type in DIFFERENTIABLE)
 
 
 def decode_global(g, words: np.ndarray, F: int) -> Any:

@@ -8,6 +8,9 @@ library cached on disk (rvm/native/build.py), and hands the two entry points to 
 (`Core.set_native`), whose `gradient` then runs them instead of the interpreter.  Results are
 bit for bit the interpreter's; anything the interpreter would trap on makes the native code
 give up and the interpreter run the call from the start, reporting as usual.  See docs/ad.md.
+`compile_tangent` does the same for the tangent modes (rvm/native/tangent.py: the forward run
+with tangents and the sweep with the adjoint-tangent rules), which `Core.gradient` with
+tangents (Hessian-vector products, Hessians) and `Core.tangent_run` (rvm.jvp) run.
 """
 from __future__ import annotations
 
@@ -16,11 +19,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import tangent
 from .build import BuildError, build, cache_dir, compiler
 from .codegen import ABI, Unsupported, generate
 
-__all__ = ["Native", "BuildError", "Unsupported", "compile_program", "cache_dir", "compiler",
-           "generate"]
+__all__ = ["Native", "BuildError", "Unsupported", "compile_program", "compile_tangent",
+           "cache_dir", "compiler", "generate"]
 
 
 @dataclass
@@ -32,9 +36,14 @@ class Native:
     backward: int         # address of rvm_native_backward
     built: bool           # compiled by this call (False: found in the cache)
     seconds: float        # time to generate, compile (or find) and load
+    kind: str = "gradient"    # or "tangent": forward/backward are rvm_native_forward_t and
+                              # rvm_native_backward_at
 
     def install(self, core) -> bool:
-        """Make `core.gradient` run this code (False: its frame region is too small)."""
+        """Make `core.gradient` (for "tangent": with tangents, and `core.tangent_run`) run
+        this code (False: its frame region is too small)."""
+        if self.kind == "tangent":
+            return core.set_native_tangent(self.lib, self.forward, self.backward)
         return core.set_native(self.lib, self.forward, self.backward)
 
 
@@ -49,3 +58,14 @@ def compile_program(program) -> Native:
     addr = [ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
             for name in ("rvm_native_forward", "rvm_native_backward")]
     return Native(lib, path, addr[0], addr[1], built, time.perf_counter() - t0)
+
+
+def compile_tangent(program) -> Native:
+    """compile_program for the tangent modes (rvm/native/tangent.py)."""
+    t0 = time.perf_counter()
+    lib, path, built = build(tangent.generate(program))
+    if lib.rvm_native_abi() != ABI:
+        raise BuildError(f"{path}: built for another rvm (ABI {lib.rvm_native_abi()})")
+    addr = [ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
+            for name in ("rvm_native_forward_t", "rvm_native_backward_at")]
+    return Native(lib, path, addr[0], addr[1], built, time.perf_counter() - t0, "tangent")

@@ -129,12 +129,20 @@ def _ops_by_code() -> dict:
     return {op.code: op for op in OPS}
 
 
-class Ref:
-    """A cell operand in C: its address (for the alias checks), its word and its adjoint (as
-    lvalues: a C local for a promoted cell, else the memory and adjoint arrays)."""
+# the dual arrays of the generated code: (C array, prefix of a promoted cell's local); a
+# variant of a function carries those of its mode (_Fn.duals)
+DUAL_ARRAYS = (("A", "d"), ("T", "t"), ("AT", "e"))
 
-    def __init__(self, ptr: str, val: str, adj: str, lo: int, hi: int, f: str | None = None):
-        self.ptr, self.val, self.adj = ptr, val, adj
+
+class Ref:
+    """A cell operand in C: its address (for the alias checks), its word and its duals (as
+    lvalues: C locals for a promoted cell, else the memory and dual arrays; `duals` maps the
+    array, A, T or AT, to the lvalue, `adj` is A's)."""
+
+    def __init__(self, ptr: str, val: str, duals: dict[str, str], lo: int, hi: int,
+                 f: str | None = None):
+        self.ptr, self.val, self.duals = ptr, val, duals
+        self.adj = duals.get("A", "")
         self.lo, self.hi = lo, hi               # the addresses it can have: [lo, hi)
         self.f = f                              # a float cell kept as a C double: its name
 
@@ -205,8 +213,12 @@ class _Fn:
     """The C of one function run in one direction (code = its rows as executed), with or
     without the adjoint rules: the forward run runs without, the sweep with."""
 
-    def __init__(self, program, fi: int, code, e: int, rules: bool, name: str, names: dict):
+    # the dual arrays this variant keeps (DUAL_ARRAYS names) and its names' suffix, by `rules`
+    MODES: dict = {False: ((), ""), True: (("A",), "a")}
+
+    def __init__(self, program, fi: int, code, e: int, rules, name: str, names: dict):
         self.p, self.fi, self.code, self.e, self.rules = program, fi, code, e, rules
+        self.duals, self.suffix = self.MODES[rules]
         self.name, self.names = name, names       # names: (function, e, rules) -> C name
         self.needed: list[tuple[int, int, bool]] = []   # callee variants this one calls
         f = program.functions[fi]
@@ -222,6 +234,14 @@ class _Fn:
         self.nx = 0
 
     # -- operands --------------------------------------------------------------------------
+    def dual_locals(self, loc: str) -> dict[str, str]:
+        """The duals of the promoted cell whose value local is `loc`, as C locals."""
+        return {arr: pre + loc[1:] for arr, pre in DUAL_ARRAYS}
+
+    def dual_cells(self, addr: str) -> dict[str, str]:
+        """The duals of the cell at the C address expression `addr`."""
+        return {arr: f"{arr}[{addr}]" for arr, _ in DUAL_ARRAYS}
+
     def local(self, key: tuple[str, int]) -> str:
         return f"{'f' if key in self.dbl else 'r'}{key[0]}{key[1]}"
 
@@ -234,13 +254,14 @@ class _Fn:
             lo = v if m == MODE_G else ANY + v        # frames lie above every static cell
             if key in self.dbl:
                 loc = self.local(key)
-                return Ref(f"(M + {a})", f"rvm_f2w({loc})", "d" + loc[1:], lo, lo + 1, loc)
+                return Ref(f"(M + {a})", f"rvm_f2w({loc})", self.dual_locals(loc), lo, lo + 1,
+                           loc)
             if key in self.promoted:
                 loc = self.local(key)
-                return Ref(f"(M + {a})", loc, "d" + loc[1:], lo, lo + 1)
-            return Ref(f"(M + {a})", f"M[{a}]", f"A[{a}]", lo, lo + 1)
+                return Ref(f"(M + {a})", loc, self.dual_locals(loc), lo, lo + 1)
+            return Ref(f"(M + {a})", f"M[{a}]", self.dual_cells(a), lo, lo + 1)
         if m == MODE_P:
-            return Ref(f"(M + pa[{v}])", f"M[pa[{v}]]", f"A[pa[{v}]]", 0, 2 * ANY)
+            return Ref(f"(M + pa[{v}])", f"M[pa[{v}]]", self.dual_cells(f"pa[{v}]"), 0, 2 * ANY)
         raise Unsupported(f"operand mode {m}")
 
     def cell(self, w: int, pc: int, pre: list[str]) -> tuple[Ref, Ref | None]:
@@ -248,7 +269,7 @@ class _Fn:
         rvm/_operands.pxi); an indexed operand reads its index and checks its bounds in `pre`."""
         m = w & 7
         if m == MODE_N:                                # a parameter's length: read-only
-            return Ref(f"(pl + {w >> 3})", f"pl[{w >> 3}]", "", -3, -2), None
+            return Ref(f"(pl + {w >> 3})", f"pl[{w >> 3}]", {}, -3, -2), None
         if m != MODE_X:
             return self.direct(w), None
         x = self.p.xtab[w >> 3]
@@ -271,7 +292,8 @@ class _Fn:
             ival = idx.val
         pre.append(f"i64 {v} = {ival}; i64 {ln} = {length}; "
                    f"if ((u64){v} >= (u64){ln}) BAIL({pc});")
-        return Ref(f"(M + {base} + {v})", f"M[{base} + {v}]", f"A[{base} + {v}]", lo, hi), idx
+        return Ref(f"(M + {base} + {v})", f"M[{base} + {v}]", self.dual_cells(f"{base} + {v}"),
+                   lo, hi), idx
 
     # -- rows ------------------------------------------------------------------------------
     def emit(self, s: str) -> None:
@@ -369,7 +391,7 @@ class _Fn:
         npar = len(g.params)
         callee = (fi, 1 if forward else -1, self.rules)
         if callee not in self.names:
-            self.names[callee] = f"f{fi}_{'f' if forward else 'b'}{'a' if self.rules else ''}"
+            self.names[callee] = f"f{fi}_{'f' if forward else 'b'}{self.suffix}"
             self.needed.append(callee)
         out = [f"i64 cpa[{max(npar, 1)}], cpl[{max(npar, 1)}];",
                f"if (depth + 1 > st->max_depth || depth + 1 > {MAX_NATIVE_DEPTH}) BAIL({pc});",
@@ -416,8 +438,8 @@ class _Fn:
                                f"cpl[{j}] && cpa[{j}] < cpa[{i}] + cpl[{i}]) BAIL({pc});")
         nfp = f"fp + {self.fs}"
         out.append(self.write_back())
-        if self.rules:                                 # ad_frame
-            out.append(f"memset(A + {nfp}, 0, {g.frame_size} * sizeof(double));")
+        for arr in self.duals:                         # ad_frame
+            out.append(f"memset({arr} + {nfp}, 0, {g.frame_size} * sizeof(double));")
         out.append(f"if ({nfp} + {g.frame_size} > st->peak_ftop) st->peak_ftop = "
                    f"{nfp} + {g.frame_size};")
         out.append("if (depth + 1 > st->peak_depth) st->peak_depth = depth + 1;")
@@ -549,8 +571,10 @@ class _Fn:
             if k[0] == "G" and k[1] in self.consts:
                 continue
             out.append(f"M[{self._addr(k)}] = {self.word(k)};")
-        if self.rules:
-            out += [f"A[{self._addr(k)}] = d{self.local(k)[1:]};" for k in sorted(self.promoted)]
+        for arr in self.duals:
+            pre = dict(DUAL_ARRAYS)[arr]
+            out += [f"{arr}[{self._addr(k)}] = {pre}{self.local(k)[1:]};"
+                    for k in sorted(self.promoted)]
         return " ".join(out)
 
     def reload(self) -> str:
@@ -559,8 +583,9 @@ class _Fn:
         for k in sorted(self.promoted):
             if not (k[0] == "G" and k[1] in self.consts):
                 out.append(f"{self.local(k)} = {self.from_word(k, f'M[{self._addr(k)}]')};")
-            if self.rules:
-                out.append(f"d{self.local(k)[1:]} = A[{self._addr(k)}];")
+            for arr in self.duals:
+                out.append(f"{dict(DUAL_ARRAYS)[arr]}{self.local(k)[1:]} = "
+                           f"{arr}[{self._addr(k)}];")
         return " ".join(out)
 
     def locals(self) -> list[str]:
@@ -572,8 +597,9 @@ class _Fn:
                            f"{self.from_word(k, lit(self.consts[k[1]]))};")
             else:
                 out.append(f"{ty} {self.local(k)} = {self.from_word(k, f'M[{self._addr(k)}]')};")
-            if self.rules:
-                out.append(f"double d{self.local(k)[1:]} = A[{self._addr(k)}];")
+            for arr in self.duals:
+                out.append(f"double {dict(DUAL_ARRAYS)[arr]}{self.local(k)[1:]} = "
+                           f"{arr}[{self._addr(k)}];")
         return out
 
     def signature(self) -> str:
@@ -588,11 +614,37 @@ class _Fn:
             self.row(pc)
         first_pc = self.begin if e > 0 else self.end
         head = [self.signature() + " {",
-                "i64* const M = st->mem; double* const A = st->adj; i64 n = *np; double cs[2]; "
-                "(void)A; (void)cs; (void)pa; (void)pl; (void)depth; (void)ptop;",
+                "i64* const M = st->mem; double* const A = st->adj; double* const T = st->tan; "
+                "double* const AT = st->adjt; i64 n = *np; double cs[2]; "
+                "(void)A; (void)T; (void)AT; (void)cs; (void)pa; (void)pl; (void)depth; "
+                "(void)ptop;",
                 f"if ((char*)__builtin_frame_address(0) < st->stack_low) BAIL({first_pc});",
                 *self.locals(), f"goto L{first};"]
         return "\n".join(head + self.lines + [f"bail_out: return {NATIVE_BAIL};", "}"]) + "\n"
+
+
+def functions(program, names: dict, cls: type = None) -> tuple[list[str], list[str]]:
+    """(prototypes, definitions) of the C functions of the variants in `names` ((function,
+    direction, rules) -> C name) and of those their calls reach, made by `cls` (_Fn or a
+    subclass for other modes).  Raises Unsupported for what it does not cover."""
+    cls = cls or _Fn
+    inv = np.column_stack([np.array(INVERSE, dtype=np.int64)[program.code[:, 0]],
+                           program.code[:, 1:]])
+    todo = list(names)
+    done: dict[tuple, str] = {}
+    while todo:
+        key = todo.pop()
+        fi, e, rules = key
+        fn = cls(program, fi, program.code if e > 0 else inv, e, rules, names[key], names)
+        for row in program.code[fn.begin:fn.end + 1]:
+            fam = fn.ops[int(row[0])].family
+            if fam == "trace":
+                raise Unsupported(f"`{fam}` in {fn.f.name}")
+        done[key] = fn.generate()
+        todo += [k for k in fn.needed if k not in done and k not in todo]
+    protos = [f"static i64 {names[k]}(rvm_ns*, const i64, const i64*, const i64*, const i64, "
+              "const i64, i64*);" for k in done]
+    return protos, list(done.values())
 
 
 def generate(program) -> str:
@@ -600,25 +652,9 @@ def generate(program) -> str:
     (rvm_native_backward): one C function per function of the program, direction it runs in
     and whether the adjoint rules run (the sweep), for the variants the calls reach.  Raises
     Unsupported for what it does not cover."""
-    inv = np.column_stack([np.array(INVERSE, dtype=np.int64)[program.code[:, 0]],
-                           program.code[:, 1:]])
     main = program.main
-    names = {(main, 1, False): "main_f", (main, -1, True): "main_ba"}
-    todo = list(names)
-    done: dict[tuple[int, int, bool], str] = {}
-    while todo:
-        key = todo.pop()
-        fi, e, rules = key
-        fn = _Fn(program, fi, program.code if e > 0 else inv, e, rules, names[key], names)
-        for row in program.code[fn.begin:fn.end + 1]:
-            fam = fn.ops[int(row[0])].family
-            if fam == "trace":
-                raise Unsupported(f"`{fam}` in {fn.f.name}")
-        done[key] = fn.generate()
-        todo += [k for k in fn.needed if k not in done and k not in todo]
+    protos, bodies = functions(program, {(main, 1, False): "main_f", (main, -1, True): "main_ba"})
     fp, fs = program.n_static, program.functions[main].frame_size
-    protos = [f"static i64 {names[k]}(rvm_ns*, const i64, const i64*, const i64*, const i64, "
-              "const i64, i64*);" for k in done]
     entries = f"""
 static const i64 rvm_no_params[1] = {{0}};
 i64 rvm_native_forward(rvm_ns* st) {{        /* enter main (a step), run it, return */
@@ -635,4 +671,4 @@ i64 rvm_native_backward(rvm_ns* st) {{       /* enter main from its end with the
     st->steps = n; return rc;
 }}
 """
-    return PRELUDE + "\n".join(protos) + "\n" + "".join(done.values()) + entries
+    return PRELUDE + "\n".join(protos) + "\n" + "".join(bodies) + entries

@@ -1,0 +1,167 @@
+"""Program -> C for the tangent modes: the forward run with tangents (rvm.jvp, and the first
+half of a Hessian-vector product) and the adjoint sweep that carries the tangents of the
+adjoints as well (the second half: at the start they are H v).
+
+The code is codegen.py's (the same rows, operands, checks, calls and value updates; see its
+docstring) with the rules of the interpreter's tangent and tangent-over-adjoint modes in
+place of the adjoint rule: each row's rule comes from its entry in isa/derivatives.py, and the
+partial derivatives and their tangents from the generated rvm/_deriv.h (the same dual-number
+functions the interpreter calls), in the interpreter's order of operations (rvm/_ad.pxi:
+ad_rule, ad_inline, ad_rot), so tangents, gradients and Hessian-vector products are its bit
+for bit.  Two variants per function: "t" (tangent rules: the forward run, where the
+interpreter runs with AD_TAN) and "at" (tangent and adjoint rules: the sweep, AD_TAN |
+AD_ADJ).  A tangent dropped nonzero (a released ancilla, a cell overwritten by pop, a frame at
+return) is counted in the state (rel_n, rel_pc, rel_max) as the interpreter counts it, for the
+engine's ancilla check.  Anything the interpreter would trap on gives up (BAIL), as in
+codegen.py.
+"""
+from __future__ import annotations
+
+from isa.derivatives import PF_FN1, PF_FN2, PF_MUL, PF_NONE, PF_ONE, RULES, pf_id
+from isa.types import FLOAT
+
+from .codegen import PRELUDE, Unsupported, _Fn, functions
+
+# a tangent dropped (ad_release of rvm/_ad.pxi): count it, keep the first pc and the largest
+RELEASE = """\
+#define REL(tv, at) do { double t_ = (tv); if (t_ != 0.0) { if (st->rel_n++ == 0) \\
+    st->rel_pc = (at); if (fabs(t_) > st->rel_max || t_ != t_) st->rel_max = fabs(t_); } } \\
+    while (0)
+"""
+
+
+class _TanFn(_Fn):
+    """A function's C in a tangent mode: rules "t" (the forward run with tangents) or "at"
+    (the sweep with the adjoint and adjoint-tangent rules too)."""
+
+    MODES = {"t": (("T",), "t"), "at": (("T", "A", "AT"), "at")}
+
+    def row(self, pc: int) -> None:
+        c = [int(v) for v in self.code[pc]]
+        if self.ops[c[0]].family != "end":
+            super().row(pc)
+            return
+        # do_return: the frame must be zero, then its tangents are released
+        self.emit(f"L{pc}: n++; {self.write_back()} "
+                  f"if (rvm_any(M + fp, {self.fs})) BAIL({pc}); "
+                  f"for (i64 k = 0; k < {self.fs}; k++) REL(T[fp + k], {pc});")
+        self.emit("*np = n; return 0;")
+
+    def rule(self, op, c, P, pc: int) -> list[str]:
+        """ad_rule (and, in the forward run, ad_inline) of rvm/_ad.pxi with the tangents on
+        and, in the sweep, the adjoints."""
+        rule = RULES[op.name]
+        if rule is None:
+            return []
+        adj = self.rules == "at"
+        t = op.types[0] if op.types else None
+        s = rule.sign
+        T = [r.duals.get("T", "") for r in P]
+        A = [r.duals.get("A", "") for r in P]
+        E = [r.duals.get("AT", "") for r in P]
+        if rule.kind == "update":
+            pf = pf_id(op)
+            if pf == PF_NONE:
+                return []
+            if pf == PF_ONE:
+                if not adj:                        # ad_inline: y' += s a'
+                    return [f"{T[0]} += {s}.0 * {T[1]};"]
+                return [f"if ({T[1]} != 0.0) {T[0]} += {s}.0 * {T[1]}; "
+                        f"{A[1]} -= {s}.0 * {A[0]}; {E[1]} -= {s}.0 * {E[0]};"]
+            sty = op.types[1] if len(op.types) > 1 else t
+            if pf >= PF_FN2:
+                pf, ib = pf + c[4], 2
+            elif pf >= PF_FN1:
+                pf, ib = pf + c[3], 1
+            else:
+                ib = 2
+            assert pf != PF_MUL or ib == 2
+            src = [1] if ib == 1 else [1, 2]
+            out = [f"{{ rvm_dual dx0, dx1, dd[2]; dx0.v = {self.real(P[1], sty)}; "
+                   f"dx0.t = {T[1]}; dx1.v = {self.real(P[ib], sty)}; dx1.t = {T[ib]}; "
+                   f"int np = rvm_partials({pf}, dx0, dx1, &dd[0], &dd[1]); double v = 0.0; "
+                   f"if (np > 0 && {T[1]} != 0.0) v += dd[0].v * {T[1]};"]
+            if ib == 2:
+                out.append(f"if (np > 1 && {T[2]} != 0.0) v += dd[1].v * {T[2]};")
+            out.append(f"if (v != 0.0) {T[0]} += {s}.0 * v;")
+            if adj:
+                out.append(f"double ab = {A[0]}, abt = {E[0]};")
+                for k, i in enumerate(src):
+                    guard = f"if (np > {k}) "
+                    out.append(
+                        f"{guard}{{ if (ab != 0.0) {A[i]} -= {s}.0 * dd[{k}].v * ab; "
+                        f"if (abt != 0.0 || (ab != 0.0 && dd[{k}].t != 0.0)) {E[i]} -= {s}.0 * "
+                        f"((abt != 0.0 ? dd[{k}].v * abt : 0.0) + "
+                        f"(ab != 0.0 ? dd[{k}].t * ab : 0.0)); }}")
+            out.append("(void)np; }")
+            return [" ".join(out)]
+        if rule.kind in ("neg", "swap"):
+            arrs = [T] + ([A, E] if adj else [])
+            if rule.kind == "neg":
+                return [" ".join(f"{d[0]} = -{d[0]};" for d in arrs)]
+            return [" ".join(f"{{ double u = {d[0]}; {d[0]} = {d[1]}; {d[1]} = u; }}"
+                             for d in arrs)]
+        if rule.kind == "move":                 # the duals go with the word (ad_rule)
+            pairs = [("stan", T)] + ([("sadj", A), ("sadjt", E)] if adj else [])
+            if op.family == "push":
+                return [" ".join(f"st->{s_}[st->sp - 1] = {d[0]}; {d[0]} = 0.0;"
+                                 for s_, d in pairs)]
+            return [f"REL({T[0]}, {pc}); " + " ".join(
+                f"{d[0]} = st->{s_}[st->sp]; st->{s_}[st->sp] = 0.0;" for s_, d in pairs)]
+        if rule.kind == "scope":
+            return [f"REL({T[0]}, {pc}); " + " ".join(
+                f"{d[0]} = 0.0;" for d in ([T] + ([A, E] if adj else [])))]
+        if rule.kind == "rot":
+            return [self.rot(s, t, P, T, A, E, adj)]
+        raise Unsupported(f"pc {pc}: the rule of `{op.name}`")
+
+    def rot(self, s: int, t, P, T, A, E, adj: bool) -> str:
+        """ad_rot of rvm/_ad.pxi: the values now are the rotated ones."""
+        if t == FLOAT:
+            cs = f"double C = cs[0], S = {s}.0 * cs[1];"     # the rotation's own cos, sin
+        else:
+            cs = f"double th = {self.real(P[2], t)}; double C = cos(th), S = {s}.0 * sin(th);"
+        out = [f"{{ {cs} double xa = {self.real(P[0], t)}, ya = {self.real(P[1], t)}; "
+               f"double txb = {T[0]}, tyb = {T[1]}, tth = {T[2]}; "
+               f"{T[0]} = C * txb - S * tyb - {s}.0 * tth * ya; "
+               f"{T[1]} = S * txb + C * tyb + {s}.0 * tth * xa;"]
+        if adj:
+            out.append(f"double xp, yp, ax, ay; rvm_rot_adjoint({s}.0, C, S, xa, ya, &{A[0]}, "
+                       f"&{A[1]}, &{A[2]}, &xp, &yp, &ax, &ay); "
+                       f"double nax = {A[0]}, nay = {A[1]}, atx = {E[0]}, aty = {E[1]}; "
+                       f"{E[0]} = C * atx - S * aty - {s}.0 * tth * nay; "
+                       f"{E[1]} = S * atx + C * aty + {s}.0 * tth * nax; "
+                       f"{E[2]} -= {s}.0 * (-tyb * ax + txb * ay - yp * atx + xp * aty);")
+        out.append("}")
+        return " ".join(out)
+
+
+def generate(program) -> str:
+    """The C source of `program`'s tangent modes: rvm_native_forward_t (the forward run with
+    the tangents of the cells, from the state the caller set up) and rvm_native_backward_at
+    (the sweep back to the start with the adjoint, tangent and adjoint-tangent rules).
+    Raises Unsupported for what codegen.py does not cover."""
+    main = program.main
+    protos, bodies = functions(program, {(main, 1, "t"): "main_ft", (main, -1, "at"): "main_bat"},
+                               _TanFn)
+    fp, fs = program.n_static, program.functions[main].frame_size
+    frame = " ".join(f"memset(st->{a} + {fp}, 0, {fs} * sizeof(double));"
+                     for a in ("tan", "adj", "adjt"))
+    entries = f"""
+static const i64 rvm_no_params[1] = {{0}};
+i64 rvm_native_forward_t(rvm_ns* st) {{      /* enter main (a step), run it with tangents */
+    i64 n = st->steps + 1, rc;
+    st->stack_low = rvm_stack_low();
+    {frame}
+    rc = main_ft(st, {fp}, rvm_no_params, rvm_no_params, 1, 0, &n);
+    st->steps = n; return rc;
+}}
+i64 rvm_native_backward_at(rvm_ns* st) {{    /* enter main from its end: every rule on */
+    i64 n = st->steps + 1, rc;
+    st->stack_low = rvm_stack_low();
+    {frame}
+    rc = main_bat(st, {fp}, rvm_no_params, rvm_no_params, 1, 0, &n);
+    st->steps = n; return rc;
+}}
+"""
+    return PRELUDE + RELEASE + "\n".join(protos) + "\n" + "".join(bodies) + entries
