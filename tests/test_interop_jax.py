@@ -145,10 +145,16 @@ def test_arrays_and_several_arguments(mixed, ffi):
     assert np.array_equal(ga, d.gradient["a"]) and float(gw) == d.gradient["w"]
     np.testing.assert_allclose(ga, fd(lambda x: f(x, w), a), rtol=1e-7)
     # the Hessian blocks, against rvm's Hessian over (a[0], a[1], a[2], w)
+    # (jax.hessian's basis vectors at one point: rvm's Hessian columns, one call)
     H = jax.hessian(f, argnums=(0, 1))(a, w)
-    np.testing.assert_allclose(H[0][0], d.hessian[:3, :3], rtol=1e-13, atol=1e-15)
-    np.testing.assert_allclose(H[0][1], d.hessian[:3, 3], rtol=1e-13)
-    np.testing.assert_allclose(H[1][1], d.hessian[3, 3], atol=1e-15)
+    assert np.array_equal(H[0][0], d.hessian[:3, :3])
+    assert np.array_equal(H[0][1], d.hessian[:3, 3]) and np.array_equal(H[1][0], d.hessian[3, :3])
+    assert float(H[1][1]) == d.hessian[3, 3]
+    # one Hessian-vector product along a direction that is not a basis vector: rvm.hvp's
+    hv = jax.jvp(jax.grad(f, argnums=(0, 1)), (a, w), (np.array([0.5, 1.0, -1.0]), 2.0))[1]
+    want_hv = rvm.hvp(mixed, of="out", wrt=["a", "w"], inputs={"a": a, "w": w},
+                      v={"a": np.array([0.5, 1.0, -1.0]), "w": 2.0})
+    assert np.array_equal(hv[0], want_hv["a"]) and float(hv[1]) == want_hv["w"]
     # jvp along a direction, against rvm's tangent mode
     ta, tw = np.array([1.0, 0.5, -2.0]), 0.25
     _, t = jax.jvp(f, (a, w), (ta, tw))
@@ -156,8 +162,17 @@ def test_arrays_and_several_arguments(mixed, ffi):
     assert float(t) == want
     # reverse over reverse: the Hessian blocks again
     H2 = jax.jacrev(jax.grad(f, argnums=(0, 1)), argnums=(0, 1))(a, w)
-    np.testing.assert_allclose(H2[0][0], d.hessian[:3, :3], rtol=1e-13, atol=1e-15)
+    # (reverse mode transposes H v as H ct: rows come back as rvm's columns, which equal
+    # the rows to rounding; rvm's Hessian is symmetric to the last bits only)
+    assert np.array_equal(H2[0][0], d.hessian[:3, :3].T)
+    assert np.array_equal(H2[1][0], d.hessian[:3, 3])
     np.testing.assert_allclose(H2[1][0], d.hessian[3, :3], rtol=1e-13)
+    # a batch of directions at one point that are not all basis vectors: one HVP each
+    vs = np.array([[1.0, 0.0, 0.0], [0.0, 2.0, 0.0], [0.3, 0.0, 1.0]])
+    got = jax.vmap(lambda v: jax.jvp(lambda x: jax.grad(f)(x, w), (a,), (v,))[1])(vs)
+    for row, v in zip(got, vs):
+        assert np.array_equal(row, rvm.hvp(mixed, of="out", wrt=["a", "w"],
+                                           inputs={"a": a, "w": w}, v={"a": v, "w": 0.0})["a"])
     # vmap over a batch of arrays (the scalar broadcast)
     batch = np.stack([a, 2 * a, -a])
     got = jax.vmap(jax.grad(f), in_axes=(0, None))(batch, w)
@@ -175,6 +190,8 @@ def test_element_wrt_and_fixed_inputs(mixed):
     f = jax_function(mixed, of="out", wrt=["a[1]"], inputs={"a": [0.3, -1.2, 2.0], "w": 2.0})
     want = rvm.grad(mixed, of="out", wrt="a[1]", inputs={"a": [0.3, 0.4, 2.0], "w": 2.0})
     assert float(jax.grad(f)(0.4)) == want["a[1]"]
+    # tangent mode seeds whole cells: an element's tangent is its gradient times the tangent
+    assert float(jax.jvp(f, (0.4,), (2.0,))[1]) == 2.0 * want["a[1]"]
 
 
 def test_shape_and_arity_errors(mixed):

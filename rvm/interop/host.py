@@ -34,6 +34,7 @@ class Host:
     def __init__(self, program: Any, of: str, wrt: str | Sequence[str],
                  inputs: Mapping[str, Any] | None = None, native: bool | None = None):
         self.gf: GradFn = grad_fn(program, of, wrt, native=native)
+        self.native = native
         self.program, self.of = self.gf.program, of
         self.cells = self.gf.runner.wrt
         self.shapes = [tuple(c.shape) for c in self.cells]
@@ -99,24 +100,33 @@ class Host:
             return r.fast_loss()
         return gf.last.value
 
-    def tangent1(self, xs: Sequence[np.ndarray], ts: Sequence[np.ndarray]) -> float:
-        if any("[" in c.name for c in self.cells):
+    def tangent1(self, xs: Sequence[Any], ts: Sequence[Any]) -> float:
+        if not self._whole:
             # tangent mode seeds whole globals: for an element, contract the gradient
-            _, g = self.value_and_grad1(xs)
+            g = self._vg_one(xs)[1:]
             return float(sum(np.vdot(gi, ti) for gi, ti in zip(g, ts)))
         tangents = {c.name: (float(t) if not c.shape else np.asarray(t, np.float64))
                     for c, t in zip(self.cells, ts)}
         d = derivatives(self.program, None, (), self._inputs(xs), gradient=False,
-                        tangents=tangents, check_ancillas=False, machine=self._machine())
+                        tangents=tangents, check_ancillas=False, machine=self._machine(),
+                        native=self.native)
         t = d.tangent[self._of_name]
         return float(t if self._of_index is None else t[self._of_index])
 
-    def hvp1(self, xs: Sequence[np.ndarray], vs: Sequence[np.ndarray]) -> list[np.ndarray]:
+    def hvp1(self, xs: Sequence[Any], vs: Sequence[Any]) -> list[np.ndarray]:
         direction = {c.name: (float(v) if not c.shape else np.asarray(v, np.float64))
                      for c, v in zip(self.cells, vs)}
         d = derivatives(self.program, self.of, self.gf.wrt, self._inputs(xs), gradient=False,
-                        direction=direction, check_ancillas=False, machine=self._machine())
+                        direction=direction, check_ancillas=False, machine=self._machine(),
+                        native=self.native)
         return [np.asarray(d.hvp[n], np.float64) for n in self.names]
+
+    def hessian1(self, xs: Sequence[Any]) -> np.ndarray:
+        """The Hessian over the wrt cells flattened in order, (n, n): one pass per column,
+        all in one core call (native code once it is built)."""
+        return derivatives(self.program, self.of, self.gf.wrt, self._inputs(xs),
+                           gradient=False, hessian=True, check_ancillas=False,
+                           machine=self._machine(), native=self.native).hessian
 
     # ---- flat operands (jax_function's host calls) -------------------------------------------
     # Each operand is a float (one scalar cell, no batch) or a flat float64 array (or bytes of
@@ -197,9 +207,28 @@ class Host:
             one = self._one(vals, 0)
             return tuple(np.ascontiguousarray(h, np.float64).ravel()
                          for h in self.hvp1(one[:n], one[n:]))
+        columns = self._hessian_columns(b, vals)
+        if columns is not None:
+            return columns
         outs = [np.empty(b * s) for s in self._sizes]
         for k in range(b):
             one = self._one(vals, k)
             for o, s, h in zip(outs, self._sizes, self.hvp1(one[:n], one[n:])):
                 o[k * s:(k + 1) * s] = np.ravel(h)
         return tuple(outs)
+
+    def _hessian_columns(self, b: int, vals: list) -> tuple | None:
+        """H v for a batch of basis vectors v at one point (jax.hessian, jacrev(grad f)): the
+        columns of rvm's Hessian, all of them in one call, bit for bit the Hessian-vector
+        products of those vectors; None for any other batch."""
+        n = len(self.cells)
+        xs = [np.reshape(v, (b, s)) for v, s in zip(vals[:n], self._sizes)]
+        if b < 2 or any(not np.array_equal(x, np.broadcast_to(x[0], x.shape)) for x in xs):
+            return None
+        v = np.concatenate([np.reshape(x, (b, s)) for x, s in zip(vals[n:], self._sizes)], 1)
+        nonzero = v != 0
+        if not (np.all(nonzero.sum(axis=1) == 1) and np.all(v[nonzero] == 1.0)):
+            return None
+        cols = self.hessian1(self._one(vals[:n], 0))[:, nonzero.argmax(axis=1)].T
+        at = np.cumsum([0, *self._sizes])
+        return tuple(np.ascontiguousarray(cols[:, at[i]:at[i + 1]]).ravel() for i in range(n))
