@@ -36,7 +36,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 PINNED = "f26651a7bcc120654fa895adecaf371b8cc059c5"
-EVALS = ["lse", "llsq", "det", "ode", "kmeans", "gmm"]
+EVALS = ["lse", "llsq", "det", "ode", "kmeans", "gmm", "ba"]
 TOOLS = ["rvm", "manual", "jax", "pytorch"]
 DERIVATIVE = {"lse": "gradient", "llsq": "gradient", "det": "gradient", "ode": "gradient",
               "kmeans": "dir", "gmm": "jacobian", "ba": "jacobian"}
@@ -46,7 +46,7 @@ SUPPORTED = {"jax": {"gmm", "kmeans", "llsq", "lse", "ode"},
 # --quick: the first sizes of each eval's defaults, repeated for at least 0.1 s
 QUICK = {"lse": ["-n", "2500", "20000"], "llsq": ["-n", "16", "1024"], "det": ["-l", "5", "7"],
          "ode": ["-n", "1000", "-s", "1", "10"], "kmeans": ["-k", "10", "-n", "1000", "-d", "8"],
-         "gmm": ["-d", "2", "10", "-k", "5", "10"]}
+         "gmm": ["-d", "2", "10", "-k", "5", "10"], "ba": ["--min", "1", "--max", "2"]}
 
 
 def tool_command(tool: str, gb: Path) -> list[str]:

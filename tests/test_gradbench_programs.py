@@ -215,13 +215,57 @@ def test_tool_speaks_the_protocol():
     assert res[4]["success"] is False and "KeyError: 'x'" in res[4]["error"]
 
 
+def ba_ref(cam, X, w, feat):
+    """ADBench's projection (the C++ reference's computeReprojError) and weight error."""
+    rot, C, f, x0, rad = cam[:3], cam[3:6], cam[6], cam[7:9], cam[9:11]
+    Xo = X - C
+    th = np.sqrt(np.sum(rot ** 2))
+    if th != 0:
+        k = rot / th
+        Xc = Xo * np.cos(th) + np.cross(k, Xo) * np.sin(th) + k * (k @ Xo) * (1 - np.cos(th))
+    else:
+        Xc = Xo + np.cross(rot, Xo)
+    proj = Xc[:2] / Xc[2]
+    rsq = proj @ proj
+    proj = proj * (1 + rad[0] * rsq + rad[1] * rsq * rsq) * f + x0
+    return w * (proj - feat), 1 - w * w
+
+
+@pytest.mark.parametrize("rot", [[0.3, -0.2, 0.1], [0.0, 0.0, 0.0]])
+def test_ba(rot):
+    rng = np.random.default_rng(6)
+    cam = np.concatenate([rot, rng.normal(size=3), [300.0], rng.normal(size=2), [0.01, 0.001]])
+    x, w, feat = rng.normal(size=3) + [0, 0, 10], 0.7, rng.normal(size=2)
+    inp = {"n": 2, "m": 3, "p": 5, "cam": cam.tolist(), "x": x.tolist(), "w": w,
+           "feat": feat.tolist()}
+    err, werr = ba_ref(cam, x, w, feat)
+    obj = run("ba", "objective", inp)
+    assert np.allclose(obj["reproj_error"]["elements"], err, rtol=1e-12)
+    assert obj["reproj_error"]["repeated"] == 5 and obj["w_err"]["repeated"] == 5
+    assert obj["w_err"]["element"] == pytest.approx(werr, rel=1e-15)
+    jac = run("ba", "jacobian", inp)
+    # observation 0's two rows: camera 0's 11 columns, point 0's 3, w_0; the last w row
+    J = np.array([fd_grad(lambda v, r=r: ba_ref(v[:11], v[11:14], v[14], feat)[0][r],
+                          np.concatenate([cam, x, [w]]), h=1e-7) for r in (0, 1)])
+    assert np.allclose(jac["vals"][:30], J.ravel(), rtol=1e-5, atol=1e-6)
+    assert jac["vals"][30] == pytest.approx(-2 * w, rel=1e-15)
+    ncols = 11 * 2 + 3 * 3
+    assert jac["cols"][:30] == (list(range(11)) + [22, 23, 24, ncols]) * 2
+    assert jac["cols"][30] == ncols + 4
+    assert jac["rows"][:3] == [0, 15, 30] and jac["rows"][-1] == 2 * 5 * 15 + 5
+
+
 @pytest.mark.parametrize("name, out, expected", [
     ("lse.rasm", "r", lse_ref(np.array([1.0, 2.0, 3.0, 4.0]))),
     ("llsq.rasm", "y", llsq_ref(np.array([0.5, 0.25, 0.125]), 5)),
     ("det.rasm", "r", 4.0),
     ("ode.rasm", "y", ode_ref(np.array([0.5, 0.25, 0.75, 0.125]), 2)),
     ("kmeans.rasm", "cost", 3.5),
-    ("gmm.rasm", "F", None)])
+    ("gmm.rasm", "F", None),
+    ("ba.rasm", "err", ba_ref(np.array([-0.758453, -1.109613, -0.845551, 34.556073, 39.676747,
+                                         53.881673, 419.194514, 5.864426, -8.518870, 0.087812,
+                                         0.002739]), np.array([7.203245, 0.001144, 3.023326]),
+                               0.417022, np.array([271.760969, 834.209256]))[0])])
 def test_the_programs_as_they_are(name, out, expected):
     """Each program file at its own small default inputs (`rvm run programs/gradbench/...`)."""
     res = rvm.run(rvm.assemble(ROOT / "programs" / "gradbench" / name))

@@ -28,7 +28,7 @@ import rvm
 
 ROOT = Path(__file__).resolve().parents[2]
 PROGRAMS = ROOT / "programs" / "gradbench"
-EVALS = ("lse", "llsq", "det", "ode", "kmeans", "gmm")
+EVALS = ("lse", "llsq", "det", "ode", "kmeans", "gmm", "ba")
 
 _DECL = re.compile(r"^(?P<head>(input|inout|output|global|const)\s+(?P<name>\w+)\s*:\s*\w+)"
                    r"(?P<len>\[\d+\])?(?P<init>\s*=\s*[^;]*?)?(?P<tail>\s*(;.*)?)$", re.M)
@@ -207,8 +207,61 @@ def gmm(function: str, inp: dict[str, Any], native: bool = True) -> Callable[[],
     return jac
 
 
+NCAM = 11
+
+
+def ba(function: str, inp: dict[str, Any], native: bool = True) -> Callable[[], Any]:
+    """The eval's duplication (the C++ reference's from_json: n cameras, m points, p
+    observations of camera o % n and point o % m), each observation's camera and point
+    gathered into its own copy; the Jacobian from three adjoint sweeps (programs/gradbench/
+    ba.rasm), laid out as the reference's sparse matrix (CSR rows, cols, vals) and sent as
+    the eval asks: its first 30 entries and its last."""
+    n, m, p = int(inp["n"]), int(inp["m"]), int(inp["p"])
+    cams = np.tile(_f64(inp["cam"]), n).reshape(n, NCAM)
+    X = np.tile(_f64(inp["x"]), m).reshape(m, 3)
+    ci, pi = np.arange(p) % n, np.arange(p) % m
+    inputs = {"cam": _f64(cams[ci]), "pt": _f64(X[pi]), "w": np.full(p, float(inp["w"])),
+              "feat": np.tile(_f64(inp["feat"]), p)}
+    prog = program("ba", (("cam", NCAM * p), ("pt", 3 * p), ("w", p), ("feat", 2 * p),
+                          ("err", 2 * p), ("werr", p)))
+    r = Runner(prog, inputs, native)
+    if function == "objective":
+        fw = r.forward("err", "werr")
+
+        def objective() -> Any:
+            err, werr = fw()
+            return {"reproj_error": {"elements": [float(err[0]), float(err[1])],
+                                     "repeated": p},
+                    "w_err": {"element": float(werr[0]), "repeated": p}}
+        return objective
+    wrt = ("cam", "pt", "w")
+    g0, g1, gw = (r.grad_fn(of, wrt) for of in ("l0", "l1", "lw"))
+    # the sparsity pattern: per observation two rows of 11 + 3 + 1 entries, then p w rows
+    per = NCAM + 3 + 1
+    cols = np.empty((p, 2, per), dtype=np.int64)
+    cols[:, :, :NCAM] = (NCAM * ci)[:, None, None] + np.arange(NCAM)
+    cols[:, :, NCAM:NCAM + 3] = (NCAM * n + 3 * pi)[:, None, None] + np.arange(3)
+    cols[:, :, per - 1] = (NCAM * n + 3 * m + np.arange(p))[:, None]
+    cols_all = np.concatenate([cols.ravel(), NCAM * n + 3 * m + np.arange(p)])
+    rows_all = np.concatenate([np.arange(2 * p + 1) * per, 2 * p * per + np.arange(1, p + 1)])
+
+    def jacobian() -> Any:
+        vals = np.empty((p, 2, per))
+        for row, g in enumerate((g0, g1)):
+            res = g()
+            vals[:, row, :NCAM] = res["cam"].reshape(p, NCAM)
+            vals[:, row, NCAM:NCAM + 3] = res["pt"].reshape(p, 3)
+            vals[:, row, per - 1] = res["w"]
+        vals_all = np.concatenate([vals.ravel(), gw()["w"]])
+        k = 2 * per
+        return {"rows": rows_all[:k].tolist() + [int(rows_all[-1])],
+                "cols": cols_all[:k].tolist() + [int(cols_all[-1])],
+                "vals": vals_all[:k].tolist() + [float(vals_all[-1])]}
+    return jacobian
+
+
 MODULES: dict[str, Callable[..., Callable[[], Any]]] = {
-    "lse": lse, "llsq": llsq, "det": det, "ode": ode, "kmeans": kmeans, "gmm": gmm}
+    "lse": lse, "llsq": llsq, "det": det, "ode": ode, "kmeans": kmeans, "gmm": gmm, "ba": ba}
 
 
 def prepare(module: str, function: str, inp: dict[str, Any],
