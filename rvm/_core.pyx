@@ -85,6 +85,11 @@ cdef class Core:
     cdef native_fn nat_bwd_at
     cdef object _native_t
     cdef readonly i64 native_bails         # gradient() calls the native code handed back
+    cdef native_fn run_fwd                 # native_run's code (set_native_runs) or NULL
+    cdef native_fn run_bwd
+    cdef object _native_runs
+    cdef readonly i64 native_runs          # runs native_run made, and runs it handed back
+    cdef readonly i64 native_run_bails
 
     def __init__(self, program, *, i64 stack_cells=1 << 20, i64 frame_cells=1 << 22,
                  i64 max_depth=1 << 16):
@@ -239,6 +244,111 @@ cdef class Core:
     def native_tangent(self) -> bool:
         """gradient() with tangents and tangent_run() run native code (set_native_tangent)."""
         return self.nat_fwd_t != NULL
+
+    def set_native_runs(self, lib=None, size_t forward=0, size_t backward=0) -> bool:
+        """Let native_run run whole forward and backward runs by native code (rvm/native: the
+        addresses of rvm_native_forward and rvm_native_run_backward in the loaded library
+        `lib`, kept alive here); no arguments: none.  False when the entry frame does not fit
+        the frame region (the interpreter reports that)."""
+        cdef VM* vm = &self.vm
+        self.run_fwd = self.run_bwd = NULL
+        self._native_runs = None
+        if lib is None:
+            return True
+        if forward == 0 or backward == 0:
+            raise ValueError("set_native_runs needs both function addresses")
+        if vm.fn_fsize[vm.main] > vm.n_mem - vm.n_static:
+            return False
+        self._native_runs = lib
+        self.run_fwd = <native_fn>forward
+        self.run_bwd = <native_fn>backward
+        return True
+
+    @property
+    def native_runs_on(self) -> bool:
+        """native_run has native code (set_native_runs)."""
+        return self.run_fwd != NULL
+
+    def native_run(self, i64 budget) -> int:
+        """A whole run from the boundary the machine is at (the start going forward, the end
+        going backward) by the native code, leaving the machine as the interpreter's run
+        would: 0.  1 (nothing changed: the interpreter must run) when there is no native code,
+        the machine is not at that boundary, AD, a breakpoint or a watch is on, or the run
+        needs `budget` steps or more; also when the native code gives up (a trap: the start
+        state is put back, and the interpreter's run reports it).  A signal's exception (a
+        Ctrl-C) is raised with the start state put back."""
+        cdef VM* vm = &self.vm
+        cdef RunState rs
+        cdef NativeState* st = &rs.st
+        cdef native_fn f
+        cdef i64 fs = vm.fn_fsize[vm.main], ng = vm.const_lo, n
+        cdef int rc
+        cdef cnp.ndarray keep_g, keep_s
+        if vm.D > 0:
+            f = self.run_fwd
+            if vm.status != _S_START:
+                return 1
+        else:
+            f = self.run_bwd
+            if vm.status != _S_END:
+                return 1
+        if f == NULL or vm.depth != 0 or vm.ad != 0 or vm.brk != NULL or vm.n_watch != 0 \
+                or budget <= 1:
+            return 1
+        # the start state to put back if the native code gives up: the globals and the
+        # value stack (constants are never written; frames are zero between runs)
+        keep_g = np.empty(ng, dtype=np.int64)
+        memcpy(_ptr(keep_g), vm.mem, ng * sizeof(i64))
+        keep_s = np.empty(vm.sp + 1, dtype=np.int64)
+        memcpy(_ptr(keep_s), vm.stack, vm.sp * sizeof(i64))
+        vm.peak_frame = max(vm.peak_frame, fs)     # first: a reset clears a dirty frame
+        st.mem = vm.mem
+        st.adj = NULL
+        st.n_mem = vm.n_mem
+        st.max_depth = vm.max_depth
+        st.pt_cap = vm.pt_cap
+        st.peak_ftop = vm.n_static + fs
+        st.peak_depth = 1
+        st.stack = vm.stack
+        st.sadj = NULL
+        st.sp = vm.sp
+        st.stack_cap = vm.stack_cap
+        st.peak_sp = vm.peak_sp
+        st.steps = 0
+        rs.cap = budget
+        rs.capped = 0
+        try:
+            rc = native_run_capped(f, &rs)
+        except BaseException:
+            self._put_back(keep_g, keep_s, st.peak_ftop)
+            raise
+        if rc != 0 or st.steps >= budget:
+            self._put_back(keep_g, keep_s, st.peak_ftop)
+            self.native_run_bails += 1
+            return 1
+        n = st.steps
+        vm.peak_frame = max(vm.peak_frame, st.peak_ftop - vm.n_static)
+        vm.peak_depth = max(vm.peak_depth, st.peak_depth)
+        vm.peak_sp = max(vm.peak_sp, st.peak_sp)
+        vm.sp = st.sp
+        vm.steps += n
+        vm.t += n * vm.D
+        vm.ftop = vm.n_static
+        vm.ptop = vm.depth = vm.came = 0
+        vm.status = _S_END if vm.D > 0 else _S_START
+        vm.pc = vm.fn_end[vm.main] if vm.D > 0 else vm.fn_begin[vm.main]
+        self.last_n = n
+        self.native_runs += 1
+        return 0
+
+    cdef void _put_back(self, cnp.ndarray keep_g, cnp.ndarray keep_s, i64 peak_ftop):
+        """native_run gave up: the globals, the value stack and zero frames as they were."""
+        cdef VM* vm = &self.vm
+        cdef i64 top = min(max(peak_ftop, vm.n_static + vm.peak_frame), vm.n_mem)
+        memcpy(vm.mem, _ptr(keep_g), keep_g.shape[0] * sizeof(i64))
+        memcpy(vm.stack, _ptr(keep_s), (keep_s.shape[0] - 1) * sizeof(i64))
+        memset(vm.mem + vm.n_static, 0, (top - vm.n_static) * sizeof(i64))
+        vm.peak_frame = max(vm.peak_frame, peak_ftop - vm.n_static)
 
     @property
     def kernels(self) -> list:

@@ -55,3 +55,39 @@ cdef int native_run(native_fn f, NativeState* st) except -1:
     if rc == RVM_NATIVE_STOPPED:
         return -1
     return <int>rc
+
+
+cdef struct RunState:
+    # a NativeState (first: the native code sees only it) with a step cap: Core.native_run
+    NativeState st
+    i64 cap               # stop (and let the interpreter run) once this many steps have run
+    int capped
+
+
+cdef int native_poll_capped(NativeState* st) noexcept with gil:
+    """native_poll, and a stop once the run has used up its step cap (the POLL macro has
+    just set budget = steps + 2^24)."""
+    cdef RunState* rs = <RunState*>st
+    cdef i64 n = st.budget - (1 << 24)
+    if n >= rs.cap:
+        rs.capped = 1
+        return 1
+    if st.budget > rs.cap:
+        st.budget = rs.cap
+    with nogil:
+        pass
+    return _check_signals() != 0
+
+
+cdef int native_run_capped(native_fn f, RunState* rs) except -1:
+    """Run f as native_run does, with the cap: 0, or 2 (the interpreter must run: a trap or
+    the cap); raises what a signal handler raised."""
+    cdef i64 rc
+    rs.st.budget = rs.st.steps + min(<i64>1 << 16, rs.cap)
+    rs.st.poll = native_poll_capped
+    rc = f(&rs.st)
+    if rc == 3:
+        if rs.capped:
+            return 2
+        return -1
+    return <int>rc

@@ -529,6 +529,12 @@ def cmd_run(a: argparse.Namespace) -> int:
               f"{'forward' if not a.reverse else 'backward'} run normally starts from the "
               f"{what}{'; use --reverse to run from the outputs' if not a.reverse else ''})",
               file=sys.stderr)
+    if a.native:
+        from rvm import native
+        try:
+            m.compile()
+        except (native.Unsupported, native.BuildError) as e:
+            print(f"rvm: note: running interpreted: {e}", file=sys.stderr)
     snap = snapshot(m) if a.roundtrip else None
     t0 = time.perf_counter()
     m.run(direction=-1 if a.reverse else 1, max_steps=a.max_steps)
@@ -666,6 +672,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--stats", action="store_true",
                    help="print steps, time and peak stack/ancilla/call depth (to stderr)")
     s.add_argument("--json", action="store_true", help="print JSON")
+    s.add_argument("--native", action="store_true",
+                   help="compile the program to C first (rvm/native; cached) and run that: the "
+                        "same results, steps and traps; a program with `trace` runs "
+                        "interpreted (a note says so)")
     s.add_argument("--roundtrip", action="store_true",
                    help="then run back again and report whether every global came back bit "
                         "for bit, or how far float cells drifted (to stderr)")

@@ -20,6 +20,7 @@ import linecache
 import operator
 import os
 import sys
+import threading
 from bisect import bisect_right
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -355,9 +356,12 @@ class Machine:
     called with a `TraceEvent` at every `trace` instruction (default: print to stderr).
     """
 
+    NATIVE_AFTER = 8          # runs from a boundary before the native code is built
+
     def __init__(self, program: Program, *, stack_cells: int = 1 << 20,
                  frame_cells: int = 1 << 22, max_depth: int = 1 << 16,
-                 trace: Callable[[TraceEvent], None] | None = None):
+                 trace: Callable[[TraceEvent], None] | None = None,
+                 native: bool | None = None):
         self.program = program
         self.trace_handler: Callable[[TraceEvent], None] = trace or print_trace
         self._options = dict(stack_cells=stack_cells, frame_cells=frame_cells,
@@ -380,6 +384,14 @@ class Machine:
             self._symbols[g.name] = (g.type, g.addr, g.length, True)
         # named stacks read and write as the list of their items, bottom first
         self._stacks = {g.name for g in program.globals if g.stack}
+        # native runs (see `run`): runs left before the automatic build (-1: none), the build
+        # thread while it runs, and what the `native` property says
+        self._native_count = -1 if native is False or os.environ.get("RVM_NATIVE") == "0" \
+            else self.NATIVE_AFTER
+        self._native_build: Any = None
+        self._native_text = "off (native=False)" if native is False else "not compiled"
+        if native:
+            self.compile()
 
     # ---- start and end states --------------------------------------------------------
 
@@ -434,15 +446,87 @@ class Machine:
     def run(self, direction: int = +1, max_steps: int | None = None) -> str:
         """Run to the end (forward) or the start (backward) and return the status.  Raises a
         Trap subclass on a trap, StepLimit when `max_steps` instructions have run first (the
-        machine can then be run further)."""
+        machine can then be run further).
+
+        A run from the start forward or from the end backward, with no breakpoint, watch or
+        AD mode on, runs as native code once the program is compiled (`compile`, or by itself
+        in a thread at the NATIVE_AFTER-th such run, unless native=False or RVM_NATIVE=0):
+        the same final state, steps and statistics, bit for bit.  When the native code gives
+        up (anything the interpreter traps on, or a run of max_steps steps or more) the start
+        state is put back and the interpreter runs it, reporting as usual."""
         budget = _UNLIMITED if max_steps is None else min(_count(max_steps, "max_steps"),
                                                            _UNLIMITED)
+        if direction in (1, -1) and self.core.depth == 0 and self._native_count >= 0 \
+                and self._native_turn(direction, budget):
+            self._check_return()
+            return self.status
         rc, _ = self._drive(direction, budget)
         if rc == _core.R_BUDGET:
             raise self._make(StepLimit, f"the step limit of {budget} instructions is used up",
                              self.pc, self.direction, {})
         self._check_return()
         return self.status
+
+    def _native_turn(self, direction: int, budget: int) -> bool:
+        """Run natively if the code is there (True: done); count the runs towards the
+        automatic build, and install a finished build, otherwise."""
+        core = self.core
+        if not core.native_runs_on:
+            if self._native_build is None:
+                if core.ad_mode or self.status != ("start" if direction > 0 else "end"):
+                    return False
+                self._native_count -= 1
+                if self._native_count > 0:
+                    return False
+                self._native_build = threading.Thread(target=self._build_native, daemon=True,
+                                                      name="rvm-native-build")
+                self._native_build.start()
+                return False
+            if self._native_build.is_alive():
+                return False
+            built, self._native_build = self._native_built, None
+            if isinstance(built, Exception):
+                self._native_count = -1
+                self._native_text = f"interpreted: {built}"
+                return False
+            from .native import BuildError
+            try:
+                self._install(built)
+            except BuildError as e:
+                self._native_text = f"interpreted: {e}"
+                return False
+        if direction != core.direction:
+            core.flip()
+        return core.native_run(budget) == 0
+
+    def _build_native(self) -> None:
+        from . import native
+        try:
+            self._native_built = native.for_program(self.program)
+        except (native.Unsupported, native.BuildError, OSError) as e:
+            self._native_built = e
+
+    def compile(self) -> Any:
+        """Compile the program to native code now (or find it in the cache) and make runs
+        from a boundary use it; returns rvm.native.Native.  Raises rvm.native.Unsupported
+        when the program uses what the generator does not cover (`trace`), BuildError without
+        a C compiler."""
+        from . import native
+        return self._install(native.for_program(self.program))
+
+    def _install(self, nat: Any) -> Any:
+        from . import native
+        if not nat.install_runs(self.core):
+            self._native_count = -1
+            raise native.BuildError("the entry frame does not fit the machine's frame region")
+        self._native_count = 0
+        self._native_text = f"native ({nat.path.name})"
+        return nat
+
+    @property
+    def native(self) -> str:
+        """Whether runs from a boundary run as native code, and if not, why."""
+        return self._native_text
 
     def step(self, n: int = 1, direction: int = +1) -> int:
         """Run up to `n` instructions, stopping at the program boundary; returns how many ran.
@@ -561,7 +645,7 @@ class Machine:
                if OPS[int(program.code[pc, 0])].name == choose]
         if not pcs:
             return None
-        m = Machine(program, trace=lambda event: None, **self._options)
+        m = Machine(program, trace=lambda event: None, native=False, **self._options)
         m.reset() if d1 > 0 else m.reset_end()
         m.core.mem[:program.n_globals] = self._origin_words
         m._origin = 0                               # no check of its own while it searches

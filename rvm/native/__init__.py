@@ -24,7 +24,7 @@ from .build import BuildError, build, cache_dir, compiler
 from .codegen import ABI, Unsupported, generate
 
 __all__ = ["Native", "BuildError", "Unsupported", "compile_program", "compile_tangent",
-           "cache_dir", "compiler", "generate"]
+           "for_program", "cache_dir", "compiler", "generate"]
 
 
 @dataclass
@@ -32,12 +32,13 @@ class Native:
     """A loaded native library for one program."""
     lib: ctypes.CDLL
     path: Path
-    forward: int          # address of rvm_native_forward
-    backward: int         # address of rvm_native_backward
+    forward: int          # address of rvm_native_forward (also the forward run)
+    backward: int         # address of rvm_native_backward (the adjoint sweep)
     built: bool           # compiled by this call (False: found in the cache)
     seconds: float        # time to generate, compile (or find) and load
     kind: str = "gradient"    # or "tangent": forward/backward are rvm_native_forward_t and
                               # rvm_native_backward_at
+    run_backward: int = 0     # "gradient": address of rvm_native_run_backward (a backward run)
 
     def install(self, core) -> bool:
         """Make `core.gradient` (for "tangent": with tangents, and `core.tangent_run`) run
@@ -45,6 +46,11 @@ class Native:
         if self.kind == "tangent":
             return core.set_native_tangent(self.lib, self.forward, self.backward)
         return core.set_native(self.lib, self.forward, self.backward)
+
+    def install_runs(self, core) -> bool:
+        """Make `core.native_run` (Machine.run's runs from a boundary) run this code (False:
+        its frame region is too small)."""
+        return core.set_native_runs(self.lib, self.forward, self.run_backward)
 
 
 def compile_program(program) -> Native:
@@ -56,8 +62,9 @@ def compile_program(program) -> Native:
     if lib.rvm_native_abi() != ABI:
         raise BuildError(f"{path}: built for another rvm (ABI {lib.rvm_native_abi()})")
     addr = [ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
-            for name in ("rvm_native_forward", "rvm_native_backward")]
-    return Native(lib, path, addr[0], addr[1], built, time.perf_counter() - t0)
+            for name in ("rvm_native_forward", "rvm_native_backward", "rvm_native_run_backward")]
+    return Native(lib, path, addr[0], addr[1], built, time.perf_counter() - t0, "gradient",
+                  addr[2])
 
 
 def compile_tangent(program) -> Native:
@@ -69,3 +76,18 @@ def compile_tangent(program) -> Native:
     addr = [ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
             for name in ("rvm_native_forward_t", "rvm_native_backward_at")]
     return Native(lib, path, addr[0], addr[1], built, time.perf_counter() - t0, "tangent")
+
+
+def for_program(program) -> Native:
+    """`compile_program(program)`, once per Program object (kept on it, as `_native`, which
+    pickles leave out; an Unsupported or BuildError is kept and raised again)."""
+    got = program.__dict__.get("_native")
+    if got is None:                 # (two threads may both build: the disk cache is atomic)
+        try:
+            got = compile_program(program)
+        except (Unsupported, BuildError) as e:
+            got = e
+        program.__dict__["_native"] = got
+    if isinstance(got, Exception):
+        raise got
+    return got
