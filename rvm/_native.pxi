@@ -80,14 +80,14 @@ cdef int native_poll_capped(NativeState* st) noexcept with gil:
 
 
 cdef int native_run_capped(native_fn f, RunState* rs) except -1:
-    """Run f as native_run does, with the cap: 0, or 2 (the interpreter must run: a trap or
-    the cap); raises what a signal handler raised."""
+    """Run f as native_run does, with the cap: RVM_NATIVE_DONE, or RVM_NATIVE_BAIL (the
+    interpreter must run: a trap or the cap); raises what a signal handler raised."""
     cdef i64 rc
     rs.st.budget = rs.st.steps + min(<i64>1 << 16, rs.cap)
     rs.st.poll = native_poll_capped
     rc = f(&rs.st)
-    if rc == 3:
+    if rc == RVM_NATIVE_STOPPED:
         if rs.capped:
-            return 2
+            return RVM_NATIVE_BAIL
         return -1
     return <int>rc
