@@ -62,6 +62,7 @@ cdef inline i64* _ptr(cnp.ndarray arr):
 
 
 include "_native.pxi"     # the native entry (NativeState, native_run)
+include "_batch.pxi"      # many gradient rows by the native code, without the GIL
 
 
 cdef class Core:
@@ -340,6 +341,99 @@ cdef class Core:
         self.last_n = n
         self.native_runs += 1
         return 0
+
+    def grad_rows(self, i64 of_addr, cnp.ndarray def_addrs, cnp.ndarray def_words,
+                  cnp.ndarray row_addrs, cnp.ndarray rows, cnp.ndarray wrt_addrs,
+                  cnp.ndarray out, cnp.ndarray loss, cnp.ndarray status,
+                  cnp.ndarray exact) -> bool:
+        """Gradients of many rows by the native code (set_native), the GIL released: row b
+        starts from the static image, the words def_words at def_addrs and rows[b] at
+        row_addrs (int64, C order); out[b] (float64 (B, n)) gets the gradient at wrt_addrs,
+        loss[b] the loss's word at the end of the forward run, status[b] 0, or 1 when the
+        interpreter must run that row (it reports why).  False (nothing run) without native
+        code or with a breakpoint or watch set.  A signal's exception (Ctrl-C) is raised."""
+        cdef VM* vm = &self.vm
+        cdef i64 B = rows.shape[0], b, nr = row_addrs.shape[0], nwrt = wrt_addrs.shape[0]
+        cdef i64 nw = vm.const_lo
+        cdef int rc = 0
+        cdef cnp.ndarray ws = np.empty(nw + 1, dtype=np.int64)
+        cdef i64* rp = _ptr(rows)
+        cdef double* op = <double*>cnp.PyArray_DATA(out)
+        cdef i64* lp = _ptr(loss)
+        cdef i64* sp = _ptr(status)
+        cdef native_fn fwd = self.nat_fwd, bwd = self.nat_bwd
+        cdef i64* image
+        cdef i64* da
+        cdef i64* dw
+        cdef i64* ra
+        cdef i64* wa
+        cdef i64* wsp
+        cdef i64* ex
+        cdef i64 nd = def_addrs.shape[0], nex = exact.shape[0]
+        if fwd == NULL or vm.brk != NULL or vm.n_watch != 0:
+            return False
+        if not (rows.flags.c_contiguous and out.flags.c_contiguous and rows.ndim == 2 and
+                rows.shape[1] == nr and out.shape[0] == B and out.shape[1] == nwrt and
+                loss.shape[0] == B and status.shape[0] == B and rows.dtype == np.int64 and
+                out.dtype == np.float64 and loss.dtype == np.int64 and
+                status.dtype == np.int64):
+            raise ValueError("grad_rows: arrays of the wrong shape or type")
+        if self._duals is None:
+            self.set_ad(_AD_ADJ)
+        image, da, dw, ra = _ptr(self.static_image), _ptr(def_addrs), _ptr(def_words), \
+            _ptr(row_addrs)
+        wa, wsp, ex = _ptr(wrt_addrs), _ptr(ws), _ptr(exact)
+        with nogil:
+            for b in range(B):
+                rc = grad_row(vm, image, fwd, bwd, of_addr, da, dw, nd, ra, rp + b * nr, nr,
+                              wa, nwrt, op + b * nwrt, lp + b, wsp, nw, ex, nex)
+                if rc == 2:
+                    break
+                sp[b] = rc
+        if rc == 2:
+            PyErr_CheckSignals()
+            raise KeyboardInterrupt
+        return True
+
+    def run_rows(self, cnp.ndarray def_addrs, cnp.ndarray def_words, cnp.ndarray row_addrs,
+                 cnp.ndarray rows, cnp.ndarray out, cnp.ndarray status) -> bool:
+        """Forward runs of many rows by the native code (set_native_runs), the GIL released:
+        row b starts as in grad_rows; out[b] (int64 (B, n_globals)) gets the globals' words
+        at the end, status[b] 0, or 1 when the interpreter must run that row.  False
+        (nothing run) without native code or with a breakpoint or watch set."""
+        cdef VM* vm = &self.vm
+        cdef i64 B = rows.shape[0], b, nr = row_addrs.shape[0], nw = vm.const_lo
+        cdef int rc = 0
+        cdef native_fn fwd = self.run_fwd
+        cdef i64* image
+        cdef i64* da
+        cdef i64* dw
+        cdef i64* ra
+        cdef i64* rp
+        cdef i64* op
+        cdef i64* sp
+        cdef i64 nd = def_addrs.shape[0]
+        if fwd == NULL or vm.brk != NULL or vm.n_watch != 0:
+            return False
+        if not (rows.flags.c_contiguous and out.flags.c_contiguous and rows.ndim == 2 and
+                rows.shape[1] == nr and out.shape[0] == B and out.shape[1] == nw and
+                status.shape[0] == B and rows.dtype == np.int64 and out.dtype == np.int64
+                and status.dtype == np.int64 and def_addrs.dtype == np.int64 and
+                def_words.dtype == np.int64 and row_addrs.dtype == np.int64):
+            raise ValueError("run_rows: arrays of the wrong shape or type")
+        image, da, dw, ra = _ptr(self.static_image), _ptr(def_addrs), _ptr(def_words), \
+            _ptr(row_addrs)
+        rp, op, sp = _ptr(rows), _ptr(out), _ptr(status)
+        with nogil:
+            for b in range(B):
+                rc = run_row(vm, image, fwd, da, dw, nd, ra, rp + b * nr, nr, op + b * nw, nw)
+                if rc == 2:
+                    break
+                sp[b] = rc
+        if rc == 2:
+            PyErr_CheckSignals()
+            raise KeyboardInterrupt
+        return True
 
     cdef void _put_back(self, cnp.ndarray keep_g, cnp.ndarray keep_s, i64 peak_ftop):
         """native_run gave up: the globals, the value stack and zero frames as they were."""

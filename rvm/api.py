@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,8 +19,10 @@ import numpy as np
 from isa.types import FLOAT
 
 from . import oneshot
-from .machine import Machine, print_trace
+from .errors import RVMError
+from .machine import Machine, UnknownName, print_trace
 from .program import Program
+from .values import ValueEncodingError, decode_array, encode_array
 
 
 def assemble(source: str | os.PathLike, filename: str | None = None,
@@ -148,6 +151,172 @@ def run(program: Program | str | os.PathLike, values: Mapping[str, Any] | None =
         return res
     finally:
         oneshot.release(slot)
+
+
+class BatchError(RVMError):
+    """Rows of a batch failed: `lane` is the first failed row, `errors` maps every failed row
+    to its error (a Trap, as the single call raises it) and `results` holds the batch's
+    results with every other row filled in (nan, or 0 for int values, in the failed rows)."""
+
+    def __init__(self, message: str, lane: int, errors: dict[int, Exception],
+                 results: dict[str, Any]):
+        super().__init__(message)
+        self.lane, self.errors, self.results = lane, errors, results
+
+
+def batch_failed(errors: dict[int, Exception], B: int, results: dict[str, Any]) -> BatchError:
+    first = min(errors)
+    more = f" (and {len(errors) - 1} more rows)" if len(errors) > 1 else ""
+    return BatchError(f"row {first} of {B}: {errors[first]}{more}", lane=first, errors=errors,
+                      results=results)
+
+
+def split_batch(program: Program, inputs: Mapping[str, Any]) -> tuple[dict, dict, int]:
+    """A batch's inputs as ({name: values with the batch axis}, {name: shared value}, B): a
+    value with one more axis than the single call's value is batched."""
+    sizes: set[int] = set()
+    rows, shared = {}, {}
+    for name, v in inputs.items():
+        g = program.global_named(name)
+        if g is None or not g.is_input:
+            raise UnknownName(f"{name!r} is not an input of the program")
+        if g.stack:
+            raise ValueError(f"{name}: a named stack cannot be batched")
+        arr = np.asarray(v)
+        single = 0 if g.length is None else 1
+        if arr.ndim == single + 1:
+            rows[name] = arr
+            sizes.add(arr.shape[0])
+        elif arr.ndim == single:
+            shared[name] = v
+        else:
+            raise ValueError(f"{name}: expected shape {(g.length,) if single else ()} (shared) "
+                             f"or that with a leading batch axis, got {arr.shape}")
+    if len(sizes) != 1:
+        raise ValueError("batched inputs must share one leading axis B" if sizes else
+                         "no input has a batch axis: give some value a leading axis B")
+    return rows, shared, sizes.pop()
+
+
+def batch_row(rows: dict, shared: dict, b: int) -> dict[str, Any]:
+    """Row b's inputs as the single call takes them."""
+    d = dict(shared)
+    for name, arr in rows.items():
+        v = arr[b]
+        d[name] = v.item() if v.ndim == 0 else v
+    return d
+
+
+def batch_words(m: Machine, rows: dict, shared: dict, B: int) -> tuple:
+    """(input addresses, their start words with the shared inputs, the batched cells'
+    addresses, their words per row (B, k)), in the machine's encoding."""
+    prog = m.program
+    m.reset(shared)
+    in_addrs = np.array([g.addr + k for g in prog.globals if g.is_input
+                         for k in range(g.size)], dtype=np.int64)
+    def_words = m.mem[in_addrs].copy()
+    row_addrs: list[int] = []
+    cols: list[np.ndarray] = []
+    for name, arr in rows.items():
+        g = prog.global_named(name)
+        try:
+            cols.append(encode_array(g.type, arr.reshape(B * g.size), prog.fraction_bits,
+                                     B * g.size).reshape(B, g.size))
+        except (ValueEncodingError, TypeError, OverflowError) as e:
+            raise ValueEncodingError(f"{name}: {e}") from None
+        row_addrs.extend(range(g.addr, g.addr + g.size))
+    return (in_addrs, def_words, np.array(row_addrs, dtype=np.int64),
+            np.ascontiguousarray(np.concatenate(cols, axis=1), dtype=np.int64))
+
+
+def chunks(B: int, threads: int | None) -> list[int]:
+    """Row bounds of the threads of a batch: contiguous chunks, at most one thread per 64
+    rows and per core (or `threads`)."""
+    k = max(1, min(threads or os.cpu_count() or 1, -(-B // 64)))
+    return [B * i // k for i in range(k + 1)]
+
+
+def in_threads(work: Callable[[int], None], k: int) -> None:
+    """work(0) .. work(k - 1), on this thread and k - 1 others."""
+    pool = [threading.Thread(target=work, args=(i,), name=f"rvm-batch-{i}") for i in range(1, k)]
+    for t in pool:
+        t.start()
+    try:
+        work(0)
+    finally:
+        for t in pool:
+            t.join()
+
+
+def run_batch(program: Program | str | os.PathLike, inputs: Mapping[str, Any], *,
+              threads: int | None = None, **machine_options: Any) -> dict[str, np.ndarray]:
+    """Forward runs of B rows in one call: each value of `inputs` with a leading batch axis
+    of length B (a value shaped as the single run's is the same for every row).  Returns
+    {output name: array with a leading axis B}, row b bit for bit
+    `run(program, row b's inputs).outputs` (a named stack comes back as its cells, the size
+    first).
+
+    The rows run as native code (compiled on the first batch; a program with `trace` runs
+    row by row, interpreted) without the GIL, in contiguous chunks over `threads` threads
+    (default: the cores, at most one per 64 rows), each on a machine of its own kept on the
+    Program (rvm/oneshot.py).  A row the native code hands back runs interpreted; rows that
+    trap raise BatchError with the first one's index (`lane`), every failed row's error and
+    the other rows' results."""
+    from . import native
+    if not isinstance(program, Program):
+        program = assemble(program)
+    rows, shared, B = split_batch(program, inputs)
+    e = oneshot.entry(program)
+    nw = program.n_globals
+    words = np.zeros((B, nw), dtype=np.int64)
+    status = np.ones(B, dtype=np.int64)
+    with e.lock:
+        machines = e.batch_machines.setdefault(oneshot.options_key(machine_options) or (),
+                                               [])
+        if not machines:
+            machines.append(Machine(program, native=False, **machine_options))
+        m0 = machines[0]
+        try:
+            nat = native.for_program(program) if os.environ.get("RVM_NATIVE") != "0" else None
+        except (native.Unsupported, native.BuildError):
+            nat = None
+        if nat is not None:
+            bounds = chunks(B, threads)
+            k = len(bounds) - 1
+            while len(machines) < k:
+                machines.append(Machine(program, native=False, **machine_options))
+            for x in machines[:k]:
+                if not x.core.native_runs_on:
+                    nat.install_runs(x.core)
+            in_addrs, def_words, row_addrs, rw = batch_words(m0, rows, shared, B)
+
+            def work(i: int) -> None:
+                lo, hi = bounds[i], bounds[i + 1]
+                machines[i].core.run_rows(in_addrs, def_words, row_addrs, rw[lo:hi],
+                                          words[lo:hi], status[lo:hi])
+
+            in_threads(work, k)
+        errors: dict[int, Exception] = {}
+        for b in np.nonzero(status)[0].tolist():
+            try:
+                m0.trace_handler = print_trace
+                m0.reset(batch_row(rows, shared, b))
+                m0.run()
+            except RVMError as err:
+                errors[b] = err
+                continue
+            words[b] = m0.mem[:nw]
+    F = program.fraction_bits
+    res = {}
+    for g in program.globals:
+        if g.is_output:
+            vals = decode_array(g.type, words[:, g.addr:g.addr + g.size].reshape(-1), F)
+            if errors and vals.dtype.kind == "f":
+                vals.reshape(B, g.size)[sorted(errors)] = np.nan
+            res[g.name] = vals.reshape((B,) if g.length is None else (B, g.size))
+    if errors:
+        raise batch_failed(errors, B, res)
+    return res
 
 
 def garbage_cells(m: Machine, at_end: bool = True) -> list[str]:

@@ -40,6 +40,7 @@ class _Entry:
         self.local = threading.local()        # .slots: {options key: Slot}
         self.lock = threading.Lock()          # guards grad_fns
         self.grad_fns: dict[Hashable, Any] = {}     # filled by rvm.ad.engine
+        self.batch_machines: dict[Hashable, list[Machine]] = {}   # rvm.run_batch's (lock)
 
 
 def entry(program: Program) -> _Entry:

@@ -1,5 +1,6 @@
 """Automatic differentiation by running bytecode backward over dual cells (docs/ad.md)."""
 from .engine import (
+                     BatchError,
                      Derivatives,
                      NonDifferentiablePath,
                      NonDifferentiablePathWarning,
@@ -15,6 +16,6 @@ from .engine import (
                      jvp,
 )
 
-__all__ = ["Derivatives", "NonDifferentiablePath", "NonDifferentiablePathWarning",
+__all__ = ["BatchError", "Derivatives", "NonDifferentiablePath", "NonDifferentiablePathWarning",
            "NonFiniteDerivative", "NotDifferentiable", "ReleasedTangentError",
            "ReleasedTangentWarning", "derivatives", "grad", "grad_fn", "hessian", "hvp", "jvp"]

@@ -34,14 +34,24 @@ from isa.derivatives import DIFFERENTIABLE
 from isa.types import TYPE_NAMES, NumType
 
 from .. import _core, oneshot
-from ..api import assemble
+from ..api import (
+    BatchError,
+    assemble,
+    batch_failed,
+    batch_row,
+    batch_words,
+    chunks,
+    in_threads,
+    split_batch,
+)
 from ..errors import RVMError
 from ..machine import Machine
 from ..program import Program
 from ..values import decode, decode_array
 from . import native_tangent
 
-__all__ = ["Derivatives", "NotDifferentiable", "NonFiniteDerivative", "ReleasedTangentWarning",
+__all__ = ["BatchError", "Derivatives", "NotDifferentiable", "NonFiniteDerivative",
+           "ReleasedTangentWarning",
            "ReleasedTangentError", "derivatives", "grad", "jvp", "hessian", "hvp", "grad_fn",
            "GradFn"]
 
@@ -759,6 +769,87 @@ class GradFn(_core.GradFnBase):
         self._native = f"native ({nat.path.name}, {'built' if nat.built else 'cached'} "\
                        f"in {nat.seconds:.2f} s)"
         return nat
+
+    # -- batches ----------------------------------------------------------------------------
+    def batch(self, inputs: Mapping[str, Any], *, threads: int | None = None) -> dict[str, Any]:
+        """The gradients of B calls in one: each value of `inputs` with a leading batch axis
+        of length B (a value without one, shaped as the single call's, is the same for
+        every row).  Returns the single call's dict with a leading axis B on every value,
+        row b bit for bit `f(row b's inputs)`.
+
+        The rows run as native code (compiled now if it is not yet; a program it does not
+        cover runs row by row, interpreted) without the GIL, in contiguous chunks over
+        `threads` threads (default: the machine's cores, at most one per 64 rows), each on a
+        machine of its own (made on first use and kept).  A row the native code hands back
+        runs interpreted; one that traps raises BatchError naming its row (lane) with the
+        error, and carries every other row's result (the failed rows' values are nan)."""
+        from .. import native
+        batch_rows, shared, B = split_batch(self.program, inputs)
+        n = self.runner.n
+        out = np.full((B, n), np.nan)
+        status = np.ones(B, dtype=np.int64)
+        if self._first:                 # the first call checks the ancillas, as f() does
+            self(batch_row(batch_rows, shared, 0))
+        if self._nat is None and self._choice is not False and \
+                os.environ.get("RVM_NATIVE") != "0":
+            try:
+                self.compile()
+            except (native.Unsupported, native.BuildError) as e:
+                self._refuse(e)
+        if self._nat is not None and self._fast and n:
+            words = batch_words(self._batch_runner(0).m, batch_rows, shared, B)
+            self._native_rows(words, out, status, threads)
+        errors: dict[int, Exception] = {}
+        for b in np.nonzero(status)[0].tolist():          # interpreted: handed back, or all
+            try:
+                g = derivatives(self.program, self.of, self.wrt,
+                                batch_row(batch_rows, shared, b), check_ancillas=False,
+                                _runner=self._batch_runner(0), **self.options).gradient
+            except RVMError as e:
+                errors[b] = e
+                continue
+            out[b] = np.concatenate([np.atleast_1d(g[c.name]).ravel()
+                                     for c in self.runner.wrt])
+        res, at = {}, 0
+        for c in self.runner.wrt:
+            res[c.name] = out[:, at:at + c.size].reshape((B,) + c.shape).copy()
+            at += c.size
+        if errors:
+            raise batch_failed(errors, B, res)
+        return res
+
+    def _batch_runner(self, k: int) -> _Runner:
+        """The k-th machine of the batches (made on first use, with the native code)."""
+        runners = self.__dict__.setdefault("_batch_runners", [])
+        while len(runners) <= k:
+            r = _Runner(self.program, self.of, _wrt_list(self.wrt))
+            if self._nat is not None:
+                self._nat.install(r.core)
+            runners.append(r)
+        r = runners[k]
+        if self._nat is not None and not r.core.native:
+            self._nat.install(r.core)
+        return r
+
+    def _native_rows(self, words: tuple, out: np.ndarray, status: np.ndarray,
+                     threads: int | None) -> None:
+        in_addrs, def_words, row_addrs, rows = words
+        B = rows.shape[0]
+        bounds = chunks(B, threads)
+        k = len(bounds) - 1
+        loss = np.zeros(B, dtype=np.int64)
+        runners = [self._batch_runner(i) for i in range(k)]
+        wrt_addrs = runners[0]._fast_args()[3]
+        exact = runners[0]._exact_addrs()
+        of = runners[0].of.addr
+
+        def work(i: int) -> None:
+            lo, hi = bounds[i], bounds[i + 1]
+            runners[i].core.grad_rows(of, in_addrs, def_words, row_addrs, rows[lo:hi],
+                                      wrt_addrs, out[lo:hi], loss[lo:hi], status[lo:hi], exact)
+
+        in_threads(work, k)
+        self.last_batch_loss = decode_array(runners[0].of_type, loss, self.program.fraction_bits)
 
     def _refuse(self, e: Exception) -> None:
         with self._lanes_lock:

@@ -1,0 +1,141 @@
+# rvm/_core.pyx includes this file: batches (issue 16): many gradient rows on one Core by the
+# native code, without the GIL (Core.grad_rows; rvm/ad/engine.py GradFn.batch spreads the rows
+# over threads, one Core each).
+# (Text included into the one extension module: it shares the core's names.)
+
+cdef int grad_row(VM* vm, i64* image, native_fn fwd, native_fn bwd, i64 of_addr,
+                  i64* da, i64* dw, i64 nd, i64* ra, i64* rw, i64 nr, i64* wa, i64 nwrt,
+                  double* g, i64* loss, i64* ws, i64 nw, i64* ex, i64 nex) noexcept nogil:
+    """One gradient (Core.gradient's native path) from the start state: the static image, the
+    words dw at da (defaults and the inputs all rows share) and rw at ra (this row's inputs);
+    g gets the gradient at wa, loss the loss's word at the end of the forward run.  0: done;
+    1: the interpreter must run this row (a trap, a path that did not retrace, a non-finite
+    gradient); 2: a signal stopped it (its exception is set)."""
+    cdef NativeState st
+    cdef i64 used, n, i, fs = vm.fn_fsize[vm.main], n_fwd
+    cdef i64 rc
+    used = min(vm.n_static + max(vm.peak_frame, vm.ftop - vm.n_static), vm.n_mem)
+    n = max(vm.peak_sp, vm.sp) + 1
+    memset(vm.adj, 0, used * sizeof(double))
+    memset(vm.sadj, 0, n * sizeof(double))
+    used = min(vm.n_static + vm.peak_frame, vm.n_mem)
+    memcpy(vm.mem, image, vm.n_static * sizeof(i64))
+    memset(vm.mem + vm.n_static, 0, (used - vm.n_static) * sizeof(i64))
+    vm.ftop = vm.n_static
+    vm.sp = vm.ptop = vm.depth = vm.t = 0
+    vm.came = vm.trace_ack = vm.trap = 0
+    vm.steps = vm.peak_sp = vm.peak_frame = vm.peak_depth = 0
+    vm.status = _S_START
+    vm.D = 1
+    vm.pc = vm.fn_begin[vm.main]
+    vm.ad = 0
+    for i in range(nd):
+        vm.mem[da[i]] = dw[i]
+    for i in range(nr):
+        vm.mem[ra[i]] = rw[i]
+    memcpy(ws, vm.mem, nw * sizeof(i64))
+    vm.peak_frame = max(vm.peak_frame, fs)
+    vm.peak_depth = max(vm.peak_depth, 1)
+    memset(&st, 0, sizeof(NativeState))
+    st.mem = vm.mem
+    st.adj = vm.adj
+    st.tan = vm.tan
+    st.adjt = vm.adjt
+    st.n_mem = vm.n_mem
+    st.max_depth = vm.max_depth
+    st.pt_cap = vm.pt_cap
+    st.peak_ftop = vm.n_static + fs
+    st.peak_depth = 1
+    st.stack = vm.stack
+    st.sadj = vm.sadj
+    st.stan = vm.stan
+    st.sadjt = vm.sadjt
+    st.stack_cap = vm.stack_cap
+    st.peak_sp = vm.peak_sp
+    st.rel_pc = -1
+    st.budget = 1 << 16
+    st.poll = native_poll
+    rc = fwd(&st)
+    n_fwd = st.steps
+    if rc == RVM_NATIVE_DONE:
+        loss[0] = vm.mem[of_addr]
+        vm.adj[of_addr] = 1.0
+        st.steps = 0
+        st.budget = 1 << 16
+        rc = bwd(&st)
+    vm.peak_frame = max(vm.peak_frame, st.peak_ftop - vm.n_static)
+    vm.peak_depth = max(vm.peak_depth, st.peak_depth)
+    vm.peak_sp = max(vm.peak_sp, st.peak_sp)
+    if rc == RVM_NATIVE_STOPPED:
+        return 2
+    if rc != RVM_NATIVE_DONE:
+        return 1
+    vm.steps = n_fwd + st.steps
+    vm.t = n_fwd - st.steps
+    vm.ad = _AD_ADJ
+    vm.D = -1
+    vm.status = _S_START
+    vm.pc = vm.fn_begin[vm.main]
+    if vm.t != 0:
+        return 1
+    for i in range(nex):
+        if ws[ex[i]] != vm.mem[ex[i]]:
+            return 1
+    for i in range(nwrt):
+        g[i] = vm.adj[wa[i]]
+        if not isfinite(g[i]):
+            return 1
+    return 0
+
+
+cdef int run_row(VM* vm, i64* image, native_fn fwd, i64* da, i64* dw, i64 nd, i64* ra, i64* rw,
+                 i64 nr, i64* out, i64 nw) noexcept nogil:
+    """One forward run (Core.native_run's) from the start state of grad_row; out gets the
+    first nw words (the globals) at the end.  0 done, 1 the interpreter must run the row, 2 a
+    signal stopped it."""
+    cdef NativeState st
+    cdef i64 used, i, fs = vm.fn_fsize[vm.main]
+    cdef i64 rc
+    used = min(vm.n_static + max(vm.peak_frame, vm.ftop - vm.n_static), vm.n_mem)
+    memcpy(vm.mem, image, vm.n_static * sizeof(i64))
+    memset(vm.mem + vm.n_static, 0, (used - vm.n_static) * sizeof(i64))
+    vm.ftop = vm.n_static
+    vm.sp = vm.ptop = vm.depth = vm.t = 0
+    vm.came = vm.trace_ack = vm.trap = 0
+    vm.steps = vm.peak_sp = vm.peak_frame = vm.peak_depth = 0
+    vm.status = _S_START
+    vm.D = 1
+    vm.pc = vm.fn_begin[vm.main]
+    vm.ad = 0
+    for i in range(nd):
+        vm.mem[da[i]] = dw[i]
+    for i in range(nr):
+        vm.mem[ra[i]] = rw[i]
+    vm.peak_frame = max(vm.peak_frame, fs)
+    memset(&st, 0, sizeof(NativeState))
+    st.mem = vm.mem
+    st.n_mem = vm.n_mem
+    st.max_depth = vm.max_depth
+    st.pt_cap = vm.pt_cap
+    st.peak_ftop = vm.n_static + fs
+    st.peak_depth = 1
+    st.stack = vm.stack
+    st.stack_cap = vm.stack_cap
+    st.rel_pc = -1
+    st.budget = 1 << 16
+    st.poll = native_poll
+    rc = fwd(&st)
+    vm.peak_frame = max(vm.peak_frame, st.peak_ftop - vm.n_static)
+    vm.peak_depth = max(vm.peak_depth, st.peak_depth)
+    vm.peak_sp = max(vm.peak_sp, st.peak_sp)
+    if rc == RVM_NATIVE_STOPPED:
+        return 2
+    if rc != RVM_NATIVE_DONE:
+        return 1
+    vm.sp = st.sp
+    vm.steps = st.steps
+    vm.t = st.steps
+    vm.status = _S_END
+    vm.pc = vm.fn_end[vm.main]
+    memcpy(out, vm.mem, nw * sizeof(i64))
+    return 0
