@@ -139,3 +139,75 @@ cdef int run_row(VM* vm, i64* image, native_fn fwd, i64* da, i64* dw, i64 nd, i6
     vm.pc = vm.fn_end[vm.main]
     memcpy(out, vm.mem, nw * sizeof(i64))
     return 0
+
+
+cdef dict _NO_INPUTS = {}
+
+
+cdef class FlatCall:
+    """Core.gradient with the wrt cells' values taken from a float64 vector: call(x, out) ->
+    (loss, gradient vector), or None when the general path must run.  The fast path of
+    GradFn.flat (rvm/ad/engine.py builds it, for float wrt cells and a float or fixed loss):
+    x's words go after the defaults in the start state's words, so the call costs no dict."""
+    cdef Core core
+    cdef i64 of_addr, n, nd, F
+    cdef bint of_float
+    cdef cnp.ndarray addrs, words_in, wrt_addrs, g, words, exact
+
+    def __init__(self, Core core, i64 of_addr, bint of_float, cnp.ndarray def_addrs,
+                 cnp.ndarray def_words, cnp.ndarray wrt_addrs, cnp.ndarray words,
+                 cnp.ndarray exact):
+        self.core, self.of_addr, self.of_float = core, of_addr, of_float
+        self.F = core.program.fraction_bits
+        self.n = wrt_addrs.shape[0]
+        self.nd = def_addrs.shape[0]
+        self.addrs = np.ascontiguousarray(np.concatenate([def_addrs, wrt_addrs]), dtype=np.int64)
+        self.words_in = np.zeros(self.nd + self.n, dtype=np.int64)
+        self.words_in[:self.nd] = def_words
+        self.wrt_addrs = np.ascontiguousarray(wrt_addrs, dtype=np.int64)
+        self.g = np.zeros(self.n)
+        self.words, self.exact = words, exact
+
+    def __call__(self, x, out=None):
+        return self.call(x, out)
+
+    cdef object call(self, object x, object out):
+        cdef cnp.ndarray xa
+        cdef cnp.ndarray oa
+        cdef i64 k, nw, w
+        cdef i64* ws
+        cdef i64* ex
+        if type(x) is np.ndarray and cnp.PyArray_TYPE(<cnp.ndarray>x) == cnp.NPY_DOUBLE and \
+                (<cnp.ndarray>x).ndim == 1 and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>x):
+            xa = <cnp.ndarray>x
+        else:
+            xa = np.ascontiguousarray(x, dtype=np.float64)
+            if xa.ndim != 1:
+                raise ValueError(f"flat: x must be a vector of {self.n} values, got "
+                                 f"{xa.ndim} dimensions")
+        if xa.shape[0] != self.n:
+            raise ValueError(f"flat: x must have {self.n} values (the wrt cells), got "
+                             f"{xa.shape[0]}")
+        memcpy(_ptr(self.words_in) + self.nd, cnp.PyArray_DATA(xa), self.n * sizeof(double))
+        if self.core._gradient(self.of_addr, _NO_INPUTS, _NO_INPUTS, self.addrs, self.words_in,
+                               self.wrt_addrs, self.g, self.words, NULL, NULL) != 0:
+            return None
+        if self.core.vm.t != 0:
+            return None
+        ws = _ptr(self.words)
+        ex = _ptr(self.exact)
+        nw = self.words.shape[1]
+        for k in range(self.exact.shape[0]):
+            if ws[ex[k]] != ws[2 * nw + ex[k]]:
+                return None
+        if out is None:
+            oa = np.empty(self.n)
+        else:
+            oa = <cnp.ndarray>out
+            if not (type(out) is np.ndarray and cnp.PyArray_TYPE(oa) == cnp.NPY_DOUBLE and
+                    oa.ndim == 1 and oa.shape[0] == self.n and
+                    cnp.PyArray_IS_C_CONTIGUOUS(oa)):
+                raise ValueError(f"flat: out must be a contiguous float64 vector of {self.n}")
+        memcpy(cnp.PyArray_DATA(oa), cnp.PyArray_DATA(self.g), self.n * sizeof(double))
+        w = ws[nw + self.of_addr]
+        return (rvm_w2f(w) if self.of_float else ldexp(<double>w, -self.F)), oa

@@ -65,6 +65,27 @@ cdef class GradFnBase:
     cdef public int countdown
     cdef public object fast_grad
     cdef public unsigned long owner           # thread ident; 0 until the first call
+    cdef public object flat_call               # a FlatCall, set with `fast` when it applies
+
+    def flat(self, x, out=None):
+        """(loss, gradient) with the wrt cells' values from the vector x, in the order of
+        `wrt_cells` (GradFn.flat): the fast path's call in C, else self._flat_general."""
+        cdef object r
+        cdef unsigned long me = PyThread_get_thread_ident()
+        if me != self.owner:
+            if self.owner != 0:
+                return self._lane_flat(x, out)
+            self.owner = me
+        if self.flat_call is not None:
+            if self.countdown > 0:
+                self.countdown -= 1
+                if self.countdown == 0:
+                    self._countdown_done()
+            r = (<FlatCall>self.flat_call).call(x, out)
+            if r is not None:
+                self.fast_grad = None
+                return r
+        return self._flat_general(x, out)
 
     def __call__(self, inputs=None):
         cdef object g

@@ -279,6 +279,16 @@ class _Runner:
         return _core.GradCall(self.core, self.of.addr, cells, def_addrs, def_words, wrt_addrs,
                               self.g, self.words, parts, self._exact_addrs())
 
+    def flat_call(self) -> Any:
+        """The fast path of GradFn.flat (a _core.FlatCall), or None when a wrt cell is not a
+        float cell (a fixed one would need its rounding) or the loss is not float or fixed."""
+        if any(self.m._symbols[c.name.partition("[")[0]][0] != FLOAT for c in self.wrt) or \
+                self.of_type not in (FLOAT, NumType.FIXED):
+            return None
+        cells, def_addrs, def_words, wrt_addrs = self._fast_args()
+        return _core.FlatCall(self.core, self.of.addr, self.of_type == FLOAT, def_addrs,
+                              def_words, wrt_addrs, self.words, self._exact_addrs())
+
     def fast_loss(self) -> float:
         """The loss at the end of the last fast pass's forward run."""
         return float(decode(self.of_type, int(self.words[1][self.of.addr]),
@@ -701,6 +711,7 @@ class GradFn(_core.GradFnBase):
                           **self.options)
         if self._first and self._fast:
             self.fast = self.runner.grad_call()
+            self.flat_call = self.runner.flat_call()
         self._first = False
         self._last = res
         return res.gradient
@@ -769,6 +780,47 @@ class GradFn(_core.GradFnBase):
         self._native = f"native ({nat.path.name}, {'built' if nat.built else 'cached'} "\
                        f"in {nat.seconds:.2f} s)"
         return nat
+
+    # -- the flat call -----------------------------------------------------------------------
+    @property
+    def wrt_cells(self) -> list[str]:
+        """The wrt cells in the order of `flat`'s vectors: x, a[0], a[1], ..."""
+        return [n for c in self.runner.wrt for n in c.names()]
+
+    # flat(x, out=None) -> (loss, gradient) is GradFnBase.flat (C): x (a float64 vector of
+    # len(wrt_cells) values) goes into the wrt cells, every other input at its default; the
+    # gradient comes back as a vector in the same order (into `out` if given).  Calls that
+    # the fast path cannot take come here.
+    def _flat_general(self, x: Any, out: np.ndarray | None = None) -> tuple[float, np.ndarray]:
+        xa = np.ascontiguousarray(x, dtype=np.float64)
+        n = self.runner.n
+        if xa.shape != (n,):
+            raise ValueError(f"flat: x must be a vector of {n} values (the wrt cells "
+                             f"{', '.join(self.wrt_cells)}), got shape {xa.shape}")
+        inputs: dict[str, Any] = {}
+        at = 0
+        for c in self.runner.wrt:
+            if "[" in c.name:
+                raise ValueError(f"flat: wrt {c.name!r} names an element; flat takes whole "
+                                 "globals (name the array)")
+            inputs[c.name] = float(xa[at]) if not c.shape else xa[at:at + c.size].copy()
+            at += c.size
+        g = self(inputs)
+        res = out if out is not None else np.empty(n)
+        res[:] = np.concatenate([np.atleast_1d(g[c.name]).ravel() for c in self.runner.wrt]) \
+            if n else res
+        last = self.last
+        return float(last.value if last is not None and last.value is not None else np.nan), res
+
+    def _lane_flat(self, x: Any, out: np.ndarray | None) -> tuple[float, np.ndarray]:
+        """A flat call from a thread other than the owner: on that thread's own GradFn."""
+        lane = getattr(self._lanes, "fn", None)
+        if lane is None:
+            if not any(t.ident == self.owner for t in threading.enumerate()):
+                self.owner = threading.get_ident()
+                return self.flat(x, out)
+            lane = self._lanes.fn = self._new_lane()
+        return lane.flat(x, out)
 
     # -- batches ----------------------------------------------------------------------------
     def batch(self, inputs: Mapping[str, Any], *, threads: int | None = None) -> dict[str, Any]:
