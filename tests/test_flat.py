@@ -19,7 +19,7 @@ def test_flat_is_the_dict_call(native):
     ref = rvm.grad_fn(prog, of="loss", wrt="x,theta", native=False)
     assert f.wrt_cells == [f"x[{k}]" for k in range(4)] + [f"theta[{k}]" for k in range(6)]
     rng = np.random.default_rng(3)
-    for k in range(12):                 # before and after the fast path (and native code)
+    for _ in range(12):                 # before and after the fast path (and native code)
         x, th = rng.standard_normal(4), rng.standard_normal(6)
         loss, g = f.flat(np.concatenate([x, th]))
         want = ref({"x": x, "theta": th})
