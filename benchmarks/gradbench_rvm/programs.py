@@ -11,7 +11,7 @@ tool.py times that callable only.
 
 Modes: `primal`/`objective`/`cost` run the program forward (the interpreter; rvm has no
 native forward-only run yet); gradients are one adjoint sweep (`rvm.grad_fn`, native code);
-kmeans's Hessian diagonal is a tangent-over-adjoint sweep (`rvm.hvp`, interpreted)."""
+kmeans's Hessian diagonal is a tangent-over-adjoint sweep (`rvm.hvp`, native code too)."""
 from __future__ import annotations
 
 import math
@@ -165,10 +165,13 @@ def kmeans(function: str, inp: dict[str, Any], native: bool = True) -> Callable[
     g = r.grad_fn("cost", ("C",))
     ones = {"C": np.ones(k * d)}
 
+    def hvp() -> Any:
+        return rvm.hvp(prog, "cost", ["C"], ones, r.inputs, check_ancillas=False,
+                       native=native)["C"]
+    hvp()                               # native: the tangent modes' code is built here
+
     def dir() -> Any:
-        J = g()["C"]
-        H = rvm.hvp(prog, "cost", ["C"], ones, r.inputs, check_ancillas=False)["C"]
-        return (J / H).reshape(k, d).tolist()
+        return (g()["C"] / hvp()).reshape(k, d).tolist()
     return dir
 
 
