@@ -9,8 +9,8 @@ function, input)` does everything that depends only on the input (parse, assembl
 store), and returns a callable that evaluates the function once and returns its JSON output;
 tool.py times that callable only.
 
-Modes: `primal`/`objective`/`cost` run the program forward (the interpreter; rvm has no
-native forward-only run yet); gradients are one adjoint sweep (`rvm.grad_fn`, native code);
+Modes: `primal`/`objective`/`cost` run the program forward (`Machine(native=True)`: native
+code); gradients are one adjoint sweep (`rvm.grad_fn`, native code);
 kmeans's Hessian diagonal is a tangent-over-adjoint sweep (`rvm.hvp`, native code too)."""
 from __future__ import annotations
 
@@ -85,7 +85,7 @@ class Runner:
 
     def forward(self, *names: str) -> Callable[[], list[Any]]:
         """A forward run reading `names` at the end (one run done now, as the first call)."""
-        m = rvm.Machine(self.prog)
+        m = rvm.Machine(self.prog, native=self.native)
 
         def run() -> list[Any]:
             m.reset(self.inputs)
