@@ -292,9 +292,13 @@ typedef struct rvm_ns {
     double* tan; double* adjt;          /* tangent modes (rvm/native/tangent.py): the cells' */
     double* stan; double* sadjt;        /* tangents and adjoints' tangents, and the stack's */
     int64_t rel_n, rel_pc; double rel_max;  /* tangents released nonzero: count, first pc, max */
+    double* vtan; double* vadjt;        /* the lane modes: `lanes` tangents per cell (cell c's */
+    double* vstan; double* vsadjt;      /* at c * lanes), and per value stack slot */
+    int64_t lanes;
 } rvm_ns;
 /* an entry point: rvm_native_forward, rvm_native_backward (rvm_native_forward_t,
-   rvm_native_backward_at: the tangent modes) */
+   rvm_native_backward_at: the tangent modes; rvm_native_forward_vt, rvm_native_backward_vat:
+   the same over `lanes` tangents at once) */
 typedef int64_t (*rvm_native_fn)(rvm_ns*);"""
 
 

@@ -65,6 +65,13 @@ include "_native.pxi"     # the native entry (NativeState, native_run)
 include "_batch.pxi"      # many gradient rows by the native code, without the GIL
 
 
+# the lane modes (rvm/native/tangent.py): at most LANES directions per run, on buffers of
+# LANE_FRAME frame cells and LANE_STACK value stack slots per direction
+DEF LANES = 64
+DEF LANE_FRAME = 1 << 15
+DEF LANE_STACK = 1 << 12
+
+
 cdef class Core:
     """Machine state and interpreter of one Program.  rvm.machine.Machine is the public API."""
 
@@ -84,7 +91,16 @@ cdef class Core:
     cdef object _native
     cdef native_fn nat_fwd_t               # the tangent modes' native code (set_native_tangent)
     cdef native_fn nat_bwd_at
+    cdef native_fn nat_fwd_vt              # the same over many directions at once (lanes)
+    cdef native_fn nat_bwd_vat
     cdef object _native_t
+    cdef object _lanes                     # the lane modes' tangent buffers (allocated on use)
+    cdef double* lv_tan
+    cdef double* lv_adjt
+    cdef double* lv_stan
+    cdef double* lv_sadjt
+    cdef i64 lane_cells, lane_stack        # cells and stack slots the lane buffers cover
+    cdef i64 lane_dirty, lane_sdirty       # doubles of them a lane run may have written
     cdef readonly i64 native_bails         # gradient() calls the native code handed back
     cdef native_fn run_fwd                 # native_run's code (set_native_runs) or NULL
     cdef native_fn run_bwd
@@ -222,13 +238,17 @@ cdef class Core:
         """gradient() runs native code (set_native)."""
         return self.nat_fwd != NULL
 
-    def set_native_tangent(self, lib=None, size_t forward=0, size_t backward=0) -> bool:
+    def set_native_tangent(self, lib=None, size_t forward=0, size_t backward=0,
+                           size_t forward_lanes=0, size_t backward_lanes=0) -> bool:
         """Let gradient() with tangents (Hessian-vector products, Hessians) and tangent_run()
         run native code (rvm/native/tangent.py: the addresses of rvm_native_forward_t and
-        rvm_native_backward_at in the loaded library `lib`, kept alive here); no arguments:
-        the interpreter again.  False when the entry frame does not fit the frame region."""
+        rvm_native_backward_at in the loaded library `lib`, kept alive here, and of the lane
+        modes rvm_native_forward_vt and rvm_native_backward_vat, which run up to LANES
+        columns of a Hessian at once); no arguments: the interpreter again.  False when the
+        entry frame does not fit the frame region."""
         cdef VM* vm = &self.vm
         self.nat_fwd_t = self.nat_bwd_at = NULL
+        self.nat_fwd_vt = self.nat_bwd_vat = NULL
         self._native_t = None
         if lib is None:
             return True
@@ -239,6 +259,9 @@ cdef class Core:
         self._native_t = lib
         self.nat_fwd_t = <native_fn>forward
         self.nat_bwd_at = <native_fn>backward
+        if forward_lanes != 0 and backward_lanes != 0:
+            self.nat_fwd_vt = <native_fn>forward_lanes
+            self.nat_bwd_vat = <native_fn>backward_lanes
         return True
 
     @property
@@ -562,13 +585,13 @@ cdef class Core:
         words at the start, at the end and back at the start.  Returns 0, or 1 when the
         general path must run instead (an input it does not store, a trap, a trace, a
         breakpoint, a non-finite derivative): that path reports it."""
-        cdef i64 k, nwrt = wrt_addrs.shape[0], cols
+        cdef i64 k, j, w, nwrt = wrt_addrs.shape[0], cols
         cdef double* tin
         cdef double* tout
         cdef int rc
         if tangent is None:
             return self._gradient(of_addr, inputs, input_cells, def_addrs, def_words,
-                                  wrt_addrs, out, words, NULL, NULL)
+                                  wrt_addrs, out, words, NULL, NULL, 0)
         cols = 1 if tangent.ndim == 1 else tangent.shape[0]
         if not (tangent.dtype == np.float64 and tangent.flags.c_contiguous and out_t is not None
                 and out_t.dtype == np.float64 and out_t.flags.c_contiguous and
@@ -578,16 +601,26 @@ cdef class Core:
                              "of one shape, (n) or (columns, n) for the n wrt cells")
         tin = <double*>cnp.PyArray_DATA(tangent)
         tout = <double*>cnp.PyArray_DATA(out_t)
-        for k in range(cols):
-            rc = self._gradient(of_addr, inputs, input_cells, def_addrs, def_words, wrt_addrs,
-                                out, words, tin + k * nwrt, tout + k * nwrt)
-            if rc != 0:
-                return rc
+        k = 0
+        while k < cols:
+            w = min(cols - k, LANES)
+            if w > 1 and self.nat_fwd_vt != NULL and \
+                    self._gradient(of_addr, inputs, input_cells, def_addrs, def_words, wrt_addrs,
+                                   out, words, tin + k * nwrt, tout + k * nwrt, w) == 0:
+                k += w                          # w columns in one run (the lane modes)
+                continue
+            for j in range(k, k + w):
+                rc = self._gradient(of_addr, inputs, input_cells, def_addrs, def_words,
+                                    wrt_addrs, out, words, tin + j * nwrt, tout + j * nwrt, 0)
+                if rc != 0:
+                    return rc
+            k += w
         return 0
 
     cdef int _gradient(self, i64 of_addr, dict inputs, dict input_cells, cnp.ndarray def_addrs,
                        cnp.ndarray def_words, cnp.ndarray wrt_addrs, cnp.ndarray out,
-                       cnp.ndarray words, double* tan_in, double* tan_out) except -1:
+                       cnp.ndarray words, double* tan_in, double* tan_out,
+                       i64 lanes) except -1:
         cdef VM* vm = &self.vm
         cdef i64 i, n, used, addr, iv
         cdef int kind, overflow
@@ -664,6 +697,10 @@ cdef class Core:
         if self.nat_fwd != NULL and not hvp:
             if self._native_sweeps(of_addr, ws, nw) != 0:
                 return 1
+        elif lanes > 0:
+            if self._native_lane_sweeps(of_addr, ws, nw, wa, wrt_addrs.shape[0], tan_in, tan_out,
+                                        lanes) != 0:
+                return 1
         elif self.nat_fwd_t != NULL and hvp:
             for i in range(wrt_addrs.shape[0]):
                 vm.tan[wa[i]] = tan_in[i]
@@ -689,7 +726,7 @@ cdef class Core:
             g[i] = vm.adj[wa[i]]
             if not isfinite(g[i]):
                 return 1
-            if hvp:
+            if hvp and lanes == 0:
                 tan_out[i] = vm.adjt[wa[i]]
                 if not isfinite(vm.adjt[wa[i]]):
                     return 1
@@ -790,6 +827,74 @@ cdef class Core:
         vm.D = -1
         vm.status = _S_START
         vm.pc = vm.fn_begin[vm.main]
+        return 0
+
+    cdef int _native_lane_sweeps(self, i64 of_addr, i64* ws, i64 nw, i64* wa, i64 nwrt,
+                                 double* tan_in, double* tan_out, i64 W) except -1:
+        """_native_tangent_sweeps over W directions at once (rows of tan_in, (W, nwrt)):
+        the lane modes of rvm/native/tangent.py, on lane buffers of LANE_FRAME frame cells
+        and LANE_STACK stack slots (a run that needs more gives up: the scalar mode runs
+        it).  The rows of tan_out get the W Hessian-vector products.  1: run another way."""
+        cdef VM* vm = &self.vm
+        cdef NativeState st
+        cdef i64 n_fwd, i, c
+        cdef int rc
+        cdef double x
+        if self._lanes is None:
+            self.lane_cells = min(vm.n_mem, vm.n_static + LANE_FRAME)
+            self.lane_stack = min(max(vm.stack_cap, 1), LANE_STACK)
+            self._lanes = (np.zeros(self.lane_cells * LANES), np.zeros(self.lane_cells * LANES),
+                           np.zeros(self.lane_stack * LANES), np.zeros(self.lane_stack * LANES))
+            self.lv_tan = <double*>cnp.PyArray_DATA(<cnp.ndarray>self._lanes[0])
+            self.lv_adjt = <double*>cnp.PyArray_DATA(<cnp.ndarray>self._lanes[1])
+            self.lv_stan = <double*>cnp.PyArray_DATA(<cnp.ndarray>self._lanes[2])
+            self.lv_sadjt = <double*>cnp.PyArray_DATA(<cnp.ndarray>self._lanes[3])
+        if W > LANES or vm.n_static + vm.fn_fsize[vm.main] > self.lane_cells:
+            return 1
+        memset(self.lv_tan, 0, self.lane_dirty * sizeof(double))
+        memset(self.lv_adjt, 0, self.lane_dirty * sizeof(double))
+        memset(self.lv_stan, 0, self.lane_sdirty * sizeof(double))
+        memset(self.lv_sadjt, 0, self.lane_sdirty * sizeof(double))
+        for c in range(W):
+            for i in range(nwrt):
+                self.lv_tan[wa[i] * W + c] = tan_in[c * nwrt + i]
+        self.lane_dirty = max(self.lane_dirty, vm.n_static * W)
+        self._native_state(&st)
+        st.n_mem = self.lane_cells
+        st.stack_cap = self.lane_stack
+        st.vtan = self.lv_tan
+        st.vadjt = self.lv_adjt
+        st.vstan = self.lv_stan
+        st.vsadjt = self.lv_sadjt
+        st.lanes = W
+        try:
+            rc = native_run(self.nat_fwd_vt, &st)
+            n_fwd = st.steps
+            if rc == RVM_NATIVE_DONE:
+                self.last_n = n_fwd
+                memcpy(ws + nw, vm.mem, nw * sizeof(i64))
+                vm.adj[of_addr] = 1.0
+                st.steps = 0
+                rc = native_run(self.nat_bwd_vat, &st)
+        finally:
+            self._native_peaks(&st)
+            self.lane_dirty = max(self.lane_dirty, min(st.peak_ftop, self.lane_cells) * W)
+            self.lane_sdirty = max(self.lane_sdirty, min(st.peak_sp + 1, self.lane_stack) * W)
+        if rc != RVM_NATIVE_DONE:
+            self.native_bails += 1
+            return 1
+        vm.steps = n_fwd + st.steps
+        vm.t = n_fwd - st.steps
+        vm.ad = _AD_ADJ | _AD_TAN
+        vm.D = -1
+        vm.status = _S_START
+        vm.pc = vm.fn_begin[vm.main]
+        for c in range(W):
+            for i in range(nwrt):
+                x = self.lv_adjt[wa[i] * W + c]
+                if not isfinite(x):
+                    return 1
+                tan_out[c * nwrt + i] = x
         return 0
 
     def tangent_run(self) -> int:

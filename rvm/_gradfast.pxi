@@ -32,7 +32,7 @@ cdef class GradCall:
             inputs = {}
         if self.core._gradient(self.of_addr, inputs, self.cells,
                                self.def_addrs, self.def_words, self.wrt_addrs, self.out,
-                               self.words, NULL, NULL) != 0:
+                               self.words, NULL, NULL, 0) != 0:
             return None
         # the way back must retrace the run: the step count back at 0 and every cell that
         # never rounds restored; else the general path runs and raises PathDivergence

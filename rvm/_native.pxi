@@ -31,6 +31,11 @@ cdef extern from "_abi.h" nogil:
         i64 rel_n             # tangents dropped nonzero (ad_release): count, first pc, largest
         i64 rel_pc
         double rel_max
+        double* vtan          # the lane modes: `lanes` tangents per cell and stack slot
+        double* vadjt
+        double* vstan
+        double* vsadjt
+        i64 lanes
 ctypedef i64 (*native_fn)(NativeState*) noexcept nogil     # rvm_native_fn
 
 cdef extern from "Python.h":

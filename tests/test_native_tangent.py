@@ -153,6 +153,18 @@ def test_a_full_hessian_is_one_core_call_of_all_columns():
     assert m.core.gradient(r.of.addr, {}, cells, def_addrs, def_words, wrt_addrs, r.g, r.words,
                            V, H) == 0
     assert np.array_equal(H, d.hessian[:, [3, 17, 29]].T)
+    # more rows than one lane run takes (LANES = 64): 64 at once, then 6, each row as a
+    # single pass gives it
+    V = np.ascontiguousarray(np.random.default_rng(7).standard_normal((70, 40)))
+    H = np.zeros_like(V)
+    assert m.core.gradient(r.of.addr, {}, cells, def_addrs, def_words, wrt_addrs, r.g, r.words,
+                           V, H) == 0
+    for k in (0, 33, 63, 64, 69):
+        h = np.zeros(40)
+        assert m.core.gradient(r.of.addr, {}, cells, def_addrs, def_words, wrt_addrs, r.g,
+                               r.words, np.ascontiguousarray(V[k]), h) == 0
+        assert np.array_equal(h, H[k])
+    assert m.core.native_bails == 0
     with pytest.raises(ValueError, match="tangent and out_t"):
         m.core.gradient(r.of.addr, {}, cells, def_addrs, def_words, wrt_addrs, r.g, r.words,
                         V, np.zeros((2, 40)))

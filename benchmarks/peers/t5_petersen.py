@@ -221,7 +221,9 @@ def rvm_hessian_impl() -> Impl:
     def grad() -> dict[str, np.ndarray]:
         return {"H": rvm.hessian(prog, of=RVM_OUT, wrt=[RVM_X], inputs=inputs)}
 
-    return Impl(None, grad, note="rvm.hessian(prog, ...) per call")
+    compile_s, how = rvm_side.build_tangent(prog, lambda: rvm.hessian(
+        prog, of=RVM_OUT, wrt=[RVM_X], inputs=inputs, native=True))
+    return Impl(None, grad, note=f"rvm.hessian(prog, ...) per call, {how}", compile_s=compile_s)
 
 
 def c_hessian_impl() -> Impl:

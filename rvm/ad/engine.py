@@ -506,18 +506,18 @@ def _derivatives(program: Program | str | os.PathLike, of: str | None,
         out.gradient = _split(g, r.wrt)
         out.drift = _drift(prog, r.core.mem, start)
 
-    vectors = []
-    if hessian:
-        vectors += [np.eye(r.n)[j] for j in range(r.n)]
+    rows = [np.eye(r.n)] if hessian else []
     if direction is not None:
-        vectors.append(np.concatenate([np.broadcast_to(np.asarray(direction[c.name], dtype=float),
-                                                       c.shape or ()).ravel() for c in r.wrt]))
-    columns = []
-    if vectors and max_steps is None:
+        rows.append(np.concatenate([np.broadcast_to(np.asarray(direction[c.name], dtype=float),
+                                                    c.shape or ()).ravel() for c in r.wrt])[None])
+    seeds = np.ascontiguousarray(np.concatenate(rows)) if rows else np.zeros((0, r.n))
+    columns: Any = []
+    vectors: Any = seeds
+    if len(seeds) and max_steps is None:
         # every column in one core call (native code when it is built): a (columns, n) seed
         native_tangent.prepare(r.core, prog, native)
-        if r.fast(inputs, np.ascontiguousarray(np.array(vectors, dtype=np.float64))):
-            columns = list(r.h.copy())
+        if r.fast(inputs, seeds):
+            columns = r.h.copy()
             out.value = r.fast_loss() if out.value is None else out.value
             if out._end is None:
                 out._end = (r.m, r.words[1].copy())
@@ -525,9 +525,9 @@ def _derivatives(program: Program | str | os.PathLike, of: str | None,
             if out.gradient is None:
                 out.gradient = _split(r.g.copy(), r.wrt)
                 out.drift = _drift(prog, r.words[2], r.words[0])
-            vectors = []
+            vectors = ()
     for v in vectors:
-        if max_steps is None and r.fast(inputs, np.ascontiguousarray(v, dtype=np.float64)):
+        if max_steps is None and r.fast(inputs, np.ascontiguousarray(v)):
             columns.append(r.h.copy())
             if out.value is None:
                 out.value = r.fast_loss()
@@ -554,7 +554,8 @@ def _derivatives(program: Program | str | os.PathLike, of: str | None,
             out.gradient = _split(r.gather(r.core.adjoint), r.wrt)
             out.drift = _drift(prog, r.core.mem, start)
     if hessian:
-        out.hessian = np.column_stack(columns[:r.n]) if r.n else np.zeros((0, 0))
+        out.hessian = np.ascontiguousarray(np.array(columns[:r.n]).T) if r.n else \
+            np.zeros((0, 0))
     if direction is not None:
         out.hvp = _split(columns[-1], r.wrt)
     return out
@@ -582,12 +583,18 @@ def _drift(program: Program, now: np.ndarray, start: np.ndarray) -> dict[str, fl
     if now.tobytes() == start.tobytes():          # the common case, cheaply
         return {}
     F, out = program.fraction_bits, {}
-    for g in program.globals:
-        if not np.array_equal(now[g.addr:g.addr + g.size], start[g.addr:g.addr + g.size]):
-            with np.errstate(invalid="ignore"):
-                out[g.name] = float(np.nanmax(np.abs(
-                    np.asarray(decode_global(g, now, F), dtype=float)
-                    - np.asarray(decode_global(g, start, F), dtype=float))))
+    diff = now != start
+    with np.errstate(invalid="ignore"):
+        for g in program.globals:
+            if not diff[g.addr:g.addr + g.size].any():
+                continue
+            a, b = now[g.addr:g.addr + g.size], start[g.addr:g.addr + g.size]
+            if g.type == FLOAT:                  # the words are the doubles
+                out[g.name] = float(np.nanmax(np.abs(a.view(np.float64) - b.view(np.float64))))
+                continue
+            out[g.name] = float(np.nanmax(np.abs(
+                np.asarray(decode_global(g, now, F), dtype=float)
+                - np.asarray(decode_global(g, start, F), dtype=float))))
     return out
 
 

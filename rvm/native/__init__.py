@@ -39,12 +39,13 @@ class Native:
     kind: str = "gradient"    # or "tangent": forward/backward are rvm_native_forward_t and
                               # rvm_native_backward_at
     run_backward: int = 0     # "gradient": address of rvm_native_run_backward (a backward run)
+    lanes: tuple[int, int] = (0, 0)     # "tangent": rvm_native_forward_vt, _backward_vat
 
     def install(self, core) -> bool:
         """Make `core.gradient` (for "tangent": with tangents, and `core.tangent_run`) run
         this code (False: its frame region is too small)."""
         if self.kind == "tangent":
-            return core.set_native_tangent(self.lib, self.forward, self.backward)
+            return core.set_native_tangent(self.lib, self.forward, self.backward, *self.lanes)
         return core.set_native(self.lib, self.forward, self.backward)
 
     def install_runs(self, core) -> bool:
@@ -74,8 +75,10 @@ def compile_tangent(program) -> Native:
     if lib.rvm_native_abi() != ABI:
         raise BuildError(f"{path}: built for another rvm (ABI {lib.rvm_native_abi()})")
     addr = [ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
-            for name in ("rvm_native_forward_t", "rvm_native_backward_at")]
-    return Native(lib, path, addr[0], addr[1], built, time.perf_counter() - t0, "tangent")
+            for name in ("rvm_native_forward_t", "rvm_native_backward_at",
+                         "rvm_native_forward_vt", "rvm_native_backward_vat")]
+    return Native(lib, path, addr[0], addr[1], built, time.perf_counter() - t0, "tangent",
+                  lanes=(addr[2], addr[3]))
 
 
 def for_program(program) -> Native:

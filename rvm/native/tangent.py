@@ -17,7 +17,9 @@ codegen.py.
 """
 from __future__ import annotations
 
-from isa.derivatives import PF_FN1, PF_FN2, PF_MUL, PF_NONE, PF_ONE, RULES, pf_id
+from isa.derivatives import PF_FN1, PF_FN2, PF_MUL, PF_NONE, PF_ONE, RULES, partials, pf_id
+from isa.expr import to_c_dual
+from isa.functions import FN1, FN2
 from isa.types import FLOAT
 
 from .codegen import PRELUDE, Unsupported, _Fn, functions
@@ -136,14 +138,177 @@ class _TanFn(_Fn):
         return " ".join(out)
 
 
+LANES = "for (i64 j = 0; j < W; j++)"
+LANE_OPTIONS = '#pragma GCC optimize ("O3", "no-math-errno", "no-trapping-math")\n'
+
+
+class _LaneFn(_TanFn):
+    """A function's C in a lane mode: the rules of "t" ("vt") and "at" ("vat") over W
+    tangent directions at once, for a full Hessian in one run.  A cell's W tangents (and
+    adjoint tangents) are st->vtan[c*W .. c*W + W) (st->vadjt); the values and the adjoint,
+    which do not depend on the direction, are computed once.  Each lane does the arithmetic
+    of the scalar mode in its order, so every column is the one a scalar run gives, bit for
+    bit.  Released tangents are not counted (the Hessian passes do not report them)."""
+
+    MODES = {"vt": ((), "vt"), "vat": (("A",), "vat")}
+
+    def dual_locals(self, loc: str) -> dict[str, str]:
+        addr = loc[2:] if loc[1] == "G" else f"fp + {loc[2:]}"
+        return {"A": "d" + loc[1:], "T": f"(VT + ({addr}) * W)", "AT": f"(VAT + ({addr}) * W)"}
+
+    def dual_cells(self, addr: str) -> dict[str, str]:
+        return {"A": f"A[{addr}]", "T": f"(VT + ({addr}) * W)", "AT": f"(VAT + ({addr}) * W)"}
+
+    def locals(self) -> list[str]:
+        # the frame's lanes are the constant zero on entry (ad_frame; the caller clears A)
+        return ["double* const VT = st->vtan; double* const VAT = st->vadjt; "
+                "const i64 W = st->lanes; (void)VT; (void)VAT;",
+                f"memset(VT + fp * W, 0, {self.fs} * W * sizeof(double)); "
+                f"memset(VAT + fp * W, 0, {self.fs} * W * sizeof(double));",
+                *super().locals()]
+
+    def row(self, pc: int) -> None:
+        _Fn.row(self, pc)                      # no released-tangent count at the return
+
+    def partials_inline(self, op, c) -> str:
+        """rvm_partials(pf, dx0, dx1, &dd[0], &dd[1]) of this row written out (`int np = ...;`
+        and dd), from the same expressions _deriv.h is generated from (isa/derivatives.py,
+        isa/expr.py): the same C, so the same numbers, and in a lane loop nothing the
+        compiler cannot see through."""
+        rule = RULES[op.name]
+        assert rule is not None
+        fn: int | None = c[4] if rule.fn == "fn2" else c[3] if rule.fn == "fn1" else None
+        f = (FN2 if rule.fn == "fn2" else FN1)[fn] if fn is not None else None
+        if f is not None and not f.differentiable:
+            return "const int np = 0;"
+        args, exprs = partials(op, fn)
+        bind = "rvm_dual x = dx0;" if args == ("x",) else "rvm_dual a = dx0, b = dx1; (void)b;"
+        if args not in (("x",), ("a",), ("a", "b")):
+            raise Unsupported(f"`{op.name}`: partials over {args}")
+        return (f"const int np = {len(args)}; {{ {bind} " +
+                " ".join(f"dd[{k}] = {to_c_dual(e, args)};" for k, e in enumerate(exprs)) + " }")
+
+    def rule(self, op, c, P, pc: int) -> list[str]:
+        rule = RULES[op.name]
+        if rule is None:
+            return []
+        adj = self.rules == "vat"
+        t = op.types[0] if op.types else None
+        s = rule.sign
+        T = [r.duals.get("T", "") for r in P]
+        A = [r.duals.get("A", "") for r in P]
+        E = [r.duals.get("AT", "") for r in P]
+        nbytes = "W * sizeof(double)"
+        if rule.kind == "update":
+            pf = pf_id(op)
+            if pf == PF_NONE:
+                return []
+            if pf == PF_ONE:
+                if not adj:
+                    return [f"{{ double* ty = {T[0]}; const double* ta = {T[1]}; "
+                            f"{LANES} ty[j] += {s}.0 * ta[j]; }}"]
+                return [f"{{ double* ty = {T[0]}; const double* ta = {T[1]}; "
+                        f"{LANES} ty[j] += (ta[j] != 0.0 ? {s}.0 * ta[j] : -0.0); "
+                        f"{A[1]} -= {s}.0 * {A[0]}; double* ea = {E[1]}; "
+                        f"const double* ey = {E[0]}; {LANES} ea[j] -= {s}.0 * ey[j]; }}"]
+            sty = op.types[1] if len(op.types) > 1 else t
+            if pf >= PF_FN2:
+                pf, ib = pf + c[4], 2
+            elif pf >= PF_FN1:
+                pf, ib = pf + c[3], 1
+            else:
+                ib = 2
+            src = [1] if ib == 1 else [1, 2]
+            out = [f"{{ const double v0 = {self.real(P[1], sty)}, v1 = {self.real(P[ib], sty)}; "
+                   f"double* ty = {T[0]}; const double* ta = {T[1]}; const double* tb = {T[ib]}; "
+                   "(void)tb;"]
+            if adj:
+                # the adjoint once: the partials' values do not depend on the tangents
+                out.append(f"rvm_dual z0, z1, pd[2]; z0.v = v0; z0.t = 0.0; z1.v = v1; "
+                           f"z1.t = 0.0; int npd = rvm_partials({pf}, z0, z1, &pd[0], &pd[1]); "
+                           f"double ab = {A[0]}; const double* ey = {E[0]};")
+                for k, i in enumerate(src):
+                    out.append(f"if (npd > {k} && ab != 0.0) {A[i]} -= {s}.0 * pd[{k}].v * ab;")
+                out.append(" ".join(f"double* e{k} = {E[i]};" for k, i in enumerate(src)))
+            out.append(f"{LANES} {{ rvm_dual dx0, dx1, dd[2]; dx0.v = v0; dx0.t = ta[j]; "
+                       f"dx1.v = v1; dx1.t = tb[j]; {self.partials_inline(op, c)} "
+                       "double v = (np > 0 && ta[j] != 0.0 ? 0.0 + dd[0].v * ta[j] : 0.0);")
+            if ib == 2:
+                out.append("v += (np > 1 && tb[j] != 0.0 ? dd[1].v * tb[j] : -0.0);")
+            out.append(f"ty[j] += (v != 0.0 ? {s}.0 * v : -0.0);")
+            if adj:
+                out.append("double abt = ey[j];")
+                for k, _i in enumerate(src):
+                    out.append(f"e{k}[j] -= (np > {k} && (abt != 0.0 || (ab != 0.0 && "
+                               f"dd[{k}].t != 0.0)) ? {s}.0 * ((abt != 0.0 ? dd[{k}].v * abt : "
+                               f"0.0) + (ab != 0.0 ? dd[{k}].t * ab : 0.0)) : 0.0);")
+            out.append("} }")
+            return [" ".join(out)]
+        if rule.kind == "neg":
+            out = [f"{{ double* p = {T[0]}; {LANES} p[j] = -p[j]; }}"]
+            if adj:
+                out.append(f"{A[0]} = -{A[0]}; {{ double* p = {E[0]}; {LANES} p[j] = -p[j]; }}")
+            return [" ".join(out)]
+        if rule.kind == "swap":
+            out = [f"{{ double* p = {d[0]}; double* q = {d[1]}; {LANES} {{ double u = p[j]; "
+                   "p[j] = q[j]; q[j] = u; } }" for d in ([T, E] if adj else [T])]
+            if adj:
+                out.append(f"{{ double u = {A[0]}; {A[0]} = {A[1]}; {A[1]} = u; }}")
+            return [" ".join(out)]
+        if rule.kind == "move":
+            lanes = [("vstan", T)] + ([("vsadjt", E)] if adj else [])
+            if op.family == "push":
+                out = [f"memcpy(st->{n_} + (st->sp - 1) * W, {d[0]}, {nbytes}); "
+                       f"memset({d[0]}, 0, {nbytes});" for n_, d in lanes]
+                if adj:
+                    out.append(f"st->sadj[st->sp - 1] = {A[0]}; {A[0]} = 0.0;")
+                return [" ".join(out)]
+            out = [f"memcpy({d[0]}, st->{n_} + st->sp * W, {nbytes}); "
+                   f"memset(st->{n_} + st->sp * W, 0, {nbytes});" for n_, d in lanes]
+            if adj:
+                out.append(f"{A[0]} = st->sadj[st->sp]; st->sadj[st->sp] = 0.0;")
+            return [" ".join(out)]
+        if rule.kind == "scope":
+            out = [f"memset({d[0]}, 0, {nbytes});" for d in ([T, E] if adj else [T])]
+            if adj:
+                out.append(f"{A[0]} = 0.0;")
+            return [" ".join(out)]
+        if rule.kind == "rot":
+            if t == FLOAT:
+                cs = f"double C = cs[0], S = {s}.0 * cs[1];"
+            else:
+                cs = f"double th = {self.real(P[2], t)}; double C = cos(th), S = {s}.0 * sin(th);"
+            out = [f"{{ {cs} double xa = {self.real(P[0], t)}, ya = {self.real(P[1], t)}; "
+                   f"double* tx = {T[0]}; double* ty = {T[1]}; const double* tt = {T[2]};"]
+            if adj:
+                out.append(f"double xp, yp, ax, ay; rvm_rot_adjoint({s}.0, C, S, xa, ya, "
+                           f"&{A[0]}, &{A[1]}, &{A[2]}, &xp, &yp, &ax, &ay); "
+                           f"double nax = {A[0]}, nay = {A[1]}; double* ex = {E[0]}; "
+                           f"double* ey = {E[1]}; double* et = {E[2]};")
+            out.append(f"{LANES} {{ double txb = tx[j], tyb = ty[j], tth = tt[j]; "
+                       f"tx[j] = C * txb - S * tyb - {s}.0 * tth * ya; "
+                       f"ty[j] = S * txb + C * tyb + {s}.0 * tth * xa;")
+            if adj:
+                out.append(f"double atx = ex[j], aty = ey[j]; "
+                           f"ex[j] = C * atx - S * aty - {s}.0 * tth * nay; "
+                           f"ey[j] = S * atx + C * aty + {s}.0 * tth * nax; "
+                           f"et[j] -= {s}.0 * (-tyb * ax + txb * ay - yp * atx + xp * aty);")
+            out.append("} }")
+            return [" ".join(out)]
+        raise Unsupported(f"pc {pc}: the rule of `{op.name}`")
+
+
 def generate(program) -> str:
     """The C source of `program`'s tangent modes: rvm_native_forward_t (the forward run with
     the tangents of the cells, from the state the caller set up) and rvm_native_backward_at
-    (the sweep back to the start with the adjoint, tangent and adjoint-tangent rules).
+    (the sweep back to the start with the adjoint, tangent and adjoint-tangent rules), and
+    the same over st->lanes directions at once (rvm_native_forward_vt, _backward_vat).
     Raises Unsupported for what codegen.py does not cover."""
     main = program.main
     protos, bodies = functions(program, {(main, 1, "t"): "main_ft", (main, -1, "at"): "main_bat"},
                                _TanFn)
+    lprotos, lbodies = functions(program, {(main, 1, "vt"): "main_fvt",
+                                           (main, -1, "vat"): "main_bvat"}, _LaneFn)
     fp, fs = program.n_static, program.functions[main].frame_size
     frame = " ".join(f"memset(st->{a} + {fp}, 0, {fs} * sizeof(double));"
                      for a in ("tan", "adj", "adjt"))
@@ -163,5 +328,27 @@ i64 rvm_native_backward_at(rvm_ns* st) {{    /* enter main from its end: every r
     rc = main_bat(st, {fp}, rvm_no_params, rvm_no_params, 1, 0, &n);
     st->steps = n; return rc;
 }}
+/* the same over st->lanes directions at once (the main frame's lanes are cleared on entry) */
+i64 rvm_native_forward_vt(rvm_ns* st) {{
+    i64 n = st->steps + 1, rc;
+    st->stack_low = rvm_stack_low();
+    memset(st->adj + {fp}, 0, {fs} * sizeof(double));
+    rc = main_fvt(st, {fp}, rvm_no_params, rvm_no_params, 1, 0, &n);
+    st->steps = n; return rc;
+}}
+i64 rvm_native_backward_vat(rvm_ns* st) {{
+    i64 n = st->steps + 1, rc;
+    st->stack_low = rvm_stack_low();
+    memset(st->adj + {fp}, 0, {fs} * sizeof(double));
+    rc = main_bvat(st, {fp}, rvm_no_params, rvm_no_params, 1, 0, &n);
+    st->steps = n; return rc;
+}}
 """
-    return PRELUDE + RELEASE + "\n".join(protos) + "\n" + "".join(bodies) + entries
+    # the lane loops are elementwise and branch-free (a skipped add of the scalar rules is an
+    # add of -0.0 or a subtraction of 0.0, which change no number): gcc vectorizes them at -O3
+    # without changing a result (no reassociation; -ffp-contract=off stays; no-math-errno
+    # lets it keep a partial's sqrt or exp out of the loop, the same correctly rounded value;
+    # no-trapping-math lets it compute both sides of a select, the flags are not read)
+    # (for the whole file: gcc does not inline across functions of different options)
+    return (LANE_OPTIONS + PRELUDE + RELEASE + "\n".join(protos + lprotos) + "\n"
+            + "".join(bodies + lbodies) + entries)
