@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -101,57 +102,69 @@ class Runner:
         return lambda: f(inputs)
 
 
+@dataclass
+class Evaluation:
+    """One function at one input: `run` computes (it is what a tool times), `post` turns its
+    result into the JSON output (once, untimed, as GradBench's Python tools do:
+    gradbench.wrap's `post`).  Calling it does both."""
+    run: Callable[[], Any]
+    post: Callable[[Any], Any]
+
+    def __call__(self) -> Any:
+        return self.post(self.run())
+
+
 def _f64(v: Any) -> np.ndarray:
     return np.ascontiguousarray(np.asarray(v, dtype=np.float64).ravel())
 
 
 # ---- the evals ---------------------------------------------------------------------------
 
-def lse(function: str, inp: dict[str, Any], native: bool = True) -> Callable[[], Any]:
+def lse(function: str, inp: dict[str, Any], native: bool = True) -> Evaluation:
     x = _f64(inp["x"])
     n = len(x)
-    r = Runner(program("lse", (("x", n), ("pm", n))), {"x": x}, native)
+    r = Runner(program("lse", (("x", n),)), {"x": x}, native)
     if function == "primal":
         fw = r.forward("r")
-        return lambda: float(fw()[0])
+        return Evaluation(fw, lambda o: float(o[0]))
     g = r.grad_fn("r", ("x",))
-    return lambda: g()["x"].tolist()
+    return Evaluation(g, lambda res: res["x"].tolist())
 
 
-def llsq(function: str, inp: dict[str, Any], native: bool = True) -> Callable[[], Any]:
+def llsq(function: str, inp: dict[str, Any], native: bool = True) -> Evaluation:
     x, n = _f64(inp["x"]), int(inp["n"])
     r = Runner(program("llsq", (("x", len(x)), ("pw", len(x)), ("res", n))), {"x": x, "n": n},
                native)
     if function == "primal":
         fw = r.forward("y")
-        return lambda: float(fw()[0])
+        return Evaluation(fw, lambda o: float(o[0]))
     g = r.grad_fn("y", ("x",))
-    return lambda: g()["x"].tolist()
+    return Evaluation(g, lambda res: res["x"].tolist())
 
 
-def det(function: str, inp: dict[str, Any], native: bool = True) -> Callable[[], Any]:
+def det(function: str, inp: dict[str, Any], native: bool = True) -> Evaluation:
     A, ell = _f64(inp["A"]), int(inp["ell"])
     r = Runner(program("det", (("A", ell * ell), ("cols", (ell + 1) * ell)), (("ell", ell),)),
                {"A": A}, native)
     if function == "primal":
         fw = r.forward("r")
-        return lambda: float(fw()[0])
+        return Evaluation(fw, lambda o: float(o[0]))
     g = r.grad_fn("r", ("A",))
-    return lambda: g()["A"].tolist()
+    return Evaluation(g, lambda res: res["A"].tolist())
 
 
-def ode(function: str, inp: dict[str, Any], native: bool = True) -> Callable[[], Any]:
+def ode(function: str, inp: dict[str, Any], native: bool = True) -> Evaluation:
     x, s = _f64(inp["x"]), int(inp["s"])
     n = len(x)
     r = Runner(program("ode", (("x", n), ("y", n))), {"x": x, "s": s}, native)
     if function == "primal":
         fw = r.forward("y")
-        return lambda: np.asarray(fw()[0]).tolist()
+        return Evaluation(fw, lambda o: np.asarray(o[0]).tolist())
     g = r.grad_fn(f"y[{n - 1}]", ("x",))
-    return lambda: g()["x"].tolist()
+    return Evaluation(g, lambda res: res["x"].tolist())
 
 
-def kmeans(function: str, inp: dict[str, Any], native: bool = True) -> Callable[[], Any]:
+def kmeans(function: str, inp: dict[str, Any], native: bool = True) -> Evaluation:
     P, C = np.asarray(inp["points"], dtype=np.float64), np.asarray(inp["centroids"],
                                                                    dtype=np.float64)
     (n, d), k = P.shape, C.shape[0]
@@ -161,7 +174,7 @@ def kmeans(function: str, inp: dict[str, Any], native: bool = True) -> Callable[
     r = Runner(prog, {"P": _f64(P), "C": _f64(C)}, native)
     if function == "cost":
         fw = r.forward("cost")
-        return lambda: float(fw()[0])
+        return Evaluation(fw, lambda o: float(o[0]))
     g = r.grad_fn("cost", ("C",))
     ones = {"C": np.ones(k * d)}
 
@@ -170,9 +183,7 @@ def kmeans(function: str, inp: dict[str, Any], native: bool = True) -> Callable[
                        native=native)["C"]
     hvp()                               # native: the tangent modes' code is built here
 
-    def dir() -> Any:
-        return (g()["C"] / hvp()).reshape(k, d).tolist()
-    return dir
+    return Evaluation(lambda: g()["C"] / hvp(), lambda v: v.reshape(k, d).tolist())
 
 
 def gmm_constant(d: int, k: int, n: int, m: int, gamma: float) -> float:
@@ -185,7 +196,7 @@ def gmm_constant(d: int, k: int, n: int, m: int, gamma: float) -> float:
     return -n * d * 0.5 * math.log(2 * math.pi) + k * C
 
 
-def gmm(function: str, inp: dict[str, Any], native: bool = True) -> Callable[[], Any]:
+def gmm(function: str, inp: dict[str, Any], native: bool = True) -> Evaluation:
     d, k, n = int(inp["d"]), int(inp["k"]), int(inp["n"])
     ls = d * (d - 1) // 2
     lengths = (("alpha", k), ("mu", k * d), ("q", k * d), ("l", max(ls * k, 1)),
@@ -199,21 +210,20 @@ def gmm(function: str, inp: dict[str, Any], native: bool = True) -> Callable[[],
     r = Runner(prog, inputs, native)
     if function == "objective":
         fw = r.forward("F")
-        return lambda: float(fw()[0])
+        return Evaluation(fw, lambda o: float(o[0]))
     g = r.grad_fn("F", ("alpha", "mu", "q", "l"))
 
-    def jac() -> Any:
-        res = g()
+    def jac(res: Any) -> Any:
         return {"alpha": res["alpha"].tolist(), "mu": res["mu"].reshape(k, d).tolist(),
                 "q": res["q"].reshape(k, d).tolist(),
                 "l": res["l"][:ls * k].reshape(k, ls).tolist()}
-    return jac
+    return Evaluation(g, jac)
 
 
 NCAM = 11
 
 
-def ba(function: str, inp: dict[str, Any], native: bool = True) -> Callable[[], Any]:
+def ba(function: str, inp: dict[str, Any], native: bool = True) -> Evaluation:
     """The eval's duplication (the C++ reference's from_json: n cameras, m points, p
     observations of camera o % n and point o % m), each observation's camera and point
     gathered into its own copy; the Jacobian from three adjoint sweeps (programs/gradbench/
@@ -231,12 +241,12 @@ def ba(function: str, inp: dict[str, Any], native: bool = True) -> Callable[[], 
     if function == "objective":
         fw = r.forward("err", "werr")
 
-        def objective() -> Any:
-            err, werr = fw()
+        def objective(out: Any) -> Any:
+            err, werr = out
             return {"reproj_error": {"elements": [float(err[0]), float(err[1])],
                                      "repeated": p},
                     "w_err": {"element": float(werr[0]), "repeated": p}}
-        return objective
+        return Evaluation(fw, objective)
     wrt = ("cam", "pt", "w")
     g0, g1, gw = (r.grad_fn(of, wrt) for of in ("l0", "l1", "lw"))
     # the sparsity pattern: per observation two rows of 11 + 3 + 1 entries, then p w rows
@@ -255,19 +265,21 @@ def ba(function: str, inp: dict[str, Any], native: bool = True) -> Callable[[], 
             vals[:, row, :NCAM] = res["cam"].reshape(p, NCAM)
             vals[:, row, NCAM:NCAM + 3] = res["pt"].reshape(p, 3)
             vals[:, row, per - 1] = res["w"]
-        vals_all = np.concatenate([vals.ravel(), gw()["w"]])
+        return np.concatenate([vals.ravel(), gw()["w"]])
+
+    def sparse(vals_all: Any) -> Any:
         k = 2 * per
         return {"rows": rows_all[:k].tolist() + [int(rows_all[-1])],
                 "cols": cols_all[:k].tolist() + [int(cols_all[-1])],
                 "vals": vals_all[:k].tolist() + [float(vals_all[-1])]}
-    return jacobian
+    return Evaluation(jacobian, sparse)
 
 
-MODULES: dict[str, Callable[..., Callable[[], Any]]] = {
+MODULES: dict[str, Callable[..., Evaluation]] = {
     "lse": lse, "llsq": llsq, "det": det, "ode": ode, "kmeans": kmeans, "gmm": gmm, "ba": ba}
 
 
 def prepare(module: str, function: str, inp: dict[str, Any],
-            native: bool = True) -> Callable[[], Any]:
+            native: bool = True) -> Evaluation:
     """A callable that evaluates `function` of eval `module` at `inp` once (JSON output)."""
     return MODULES[module](function, inp, native)

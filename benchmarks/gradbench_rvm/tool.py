@@ -7,7 +7,8 @@ stdout, as GradBench's Python tools do (python/gradbench/gradbench/tools/*/run.p
   with one `evaluate` timing per run.  What depends only on the input (parse, assemble the
   program at the input's sizes, build or find its native code, store the inputs, one first
   call) is done before and reported as one `prepare` timing, as GradBench's C++ tools report
-  theirs; GradBench's scores count the `evaluate` timings only.
+  theirs; GradBench's scores count the `evaluate` timings only.  The result becomes JSON
+  after the runs, untimed, as in GradBench's Python tools (gradbench.wrap's `post`).
 
 Run: `python benchmarks/gradbench_rvm/tool.py` (the driver benchmarks/gradbench.py does)."""
 from __future__ import annotations
@@ -34,12 +35,12 @@ def evaluate(message: dict[str, Any]) -> dict[str, Any]:
     elapsed, runs, out = 0.0, 0, None
     while runs < min_runs or elapsed < min_seconds:
         start = time.perf_counter_ns()
-        out = fn()
+        out = fn.run()
         ns = time.perf_counter_ns() - start
         timings.append({"name": "evaluate", "nanoseconds": ns})
         elapsed += ns / 1e9
         runs += 1
-    return {"success": True, "output": out, "timings": timings}
+    return {"success": True, "output": fn.post(out), "timings": timings}
 
 
 def respond(message: dict[str, Any]) -> dict[str, Any]:
