@@ -620,7 +620,7 @@ cdef class Core:
     cdef int _gradient(self, i64 of_addr, dict inputs, dict input_cells, cnp.ndarray def_addrs,
                        cnp.ndarray def_words, cnp.ndarray wrt_addrs, cnp.ndarray out,
                        cnp.ndarray words, double* tan_in, double* tan_out,
-                       i64 lanes) except -1:
+                       i64 lanes=0) except -1:
         cdef VM* vm = &self.vm
         cdef i64 i, n, used, addr, iv
         cdef int kind, overflow
