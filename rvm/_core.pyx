@@ -107,6 +107,7 @@ cdef class Core:
     cdef object _native_runs
     cdef readonly i64 native_runs          # runs native_run made, and runs it handed back
     cdef readonly i64 native_run_bails
+    cdef cnp.ndarray _keep_g, _keep_s        # native_run's start state, to put back
 
     def __init__(self, program, *, i64 stack_cells=1 << 20, i64 frame_cells=1 << 22,
                  i64 max_depth=1 << 16):
@@ -321,9 +322,13 @@ cdef class Core:
             return 1
         # the start state to put back if the native code gives up: the globals and the
         # value stack (constants are never written; frames are zero between runs)
-        keep_g = np.empty(ng, dtype=np.int64)
+        keep_g = self._keep_g
+        if keep_g is None:
+            keep_g = self._keep_g = np.empty(ng + 1, dtype=np.int64)
         memcpy(_ptr(keep_g), vm.mem, ng * sizeof(i64))
-        keep_s = np.empty(vm.sp + 1, dtype=np.int64)
+        keep_s = self._keep_s
+        if keep_s is None or keep_s.shape[0] < vm.sp + 1:
+            keep_s = self._keep_s = np.empty(vm.sp + 1, dtype=np.int64)
         memcpy(_ptr(keep_s), vm.stack, vm.sp * sizeof(i64))
         vm.peak_frame = max(vm.peak_frame, fs)     # first: a reset clears a dirty frame
         st.mem = vm.mem
@@ -344,10 +349,10 @@ cdef class Core:
         try:
             rc = native_run_capped(f, &rs)
         except BaseException:
-            self._put_back(keep_g, keep_s, st.peak_ftop)
+            self._put_back(keep_g, keep_s, ng, vm.sp, st.peak_ftop)
             raise
         if rc != 0 or st.steps >= budget:
-            self._put_back(keep_g, keep_s, st.peak_ftop)
+            self._put_back(keep_g, keep_s, ng, vm.sp, st.peak_ftop)
             self.native_run_bails += 1
             return 1
         n = st.steps
@@ -458,12 +463,13 @@ cdef class Core:
             raise KeyboardInterrupt
         return True
 
-    cdef void _put_back(self, cnp.ndarray keep_g, cnp.ndarray keep_s, i64 peak_ftop):
+    cdef void _put_back(self, cnp.ndarray keep_g, cnp.ndarray keep_s, i64 ng, i64 sp,
+                        i64 peak_ftop):
         """native_run gave up: the globals, the value stack and zero frames as they were."""
         cdef VM* vm = &self.vm
         cdef i64 top = min(max(peak_ftop, vm.n_static + vm.peak_frame), vm.n_mem)
-        memcpy(vm.mem, _ptr(keep_g), keep_g.shape[0] * sizeof(i64))
-        memcpy(vm.stack, _ptr(keep_s), (keep_s.shape[0] - 1) * sizeof(i64))
+        memcpy(vm.mem, _ptr(keep_g), ng * sizeof(i64))
+        memcpy(vm.stack, _ptr(keep_s), sp * sizeof(i64))
         memset(vm.mem + vm.n_static, 0, (top - vm.n_static) * sizeof(i64))
         vm.peak_frame = max(vm.peak_frame, peak_ftop - vm.n_static)
 

@@ -382,6 +382,7 @@ class Machine:
             self._symbols[c.name] = (c.type, c.addr, c.length, False)
         for g in program.globals:
             self._symbols[g.name] = (g.type, g.addr, g.length, True)
+        self._n_globals = program.n_globals
         # named stacks read and write as the list of their items, bottom first
         self._stacks = {g.name for g in program.globals if g.stack}
         # native runs (see `run`): runs left before the automatic build (-1: none), the build
@@ -413,7 +414,7 @@ class Machine:
 
     def _set_origin(self, side: int) -> None:
         self._origin = side
-        self._origin_words = self.core.mem[:self.program.n_globals].copy()
+        self._origin_words = self.core.mem[:self._n_globals].copy()
 
     def _load(self, values: Mapping[str, Any], defaults: bool) -> None:
         unknown = [k for k in values if k not in self._symbols or not self._symbols[k][3]]
@@ -867,10 +868,28 @@ class Machine:
             self._origin_words[addr:addr + n] = self.core.mem[addr:addr + n]
 
     def inputs(self) -> dict[str, Any]:
-        return {g.name: self.read(g.name) for g in self.program.globals if g.is_input}
+        return self._read_all(True)
 
     def outputs(self) -> dict[str, Any]:
-        return {g.name: self.read(g.name) for g in self.program.globals if g.is_output}
+        return self._read_all(False)
+
+    def _read_all(self, inputs: bool) -> dict[str, Any]:
+        """The inputs' (or outputs') values by name, as `read` gives them; int and float
+        scalars straight from the memory (one-shot runs read these on every call)."""
+        plans = self.__dict__.setdefault("_read_plans", {})
+        plan = plans.get(inputs)
+        if plan is None:
+            plan = plans[inputs] = [
+                (g.name, 0 if g.length is None and g.type == INT else
+                 1 if g.length is None and g.type == FLOAT else 2, g.addr)
+                for g in self.program.globals if (g.is_input if inputs else g.is_output)]
+        mem = self.core.mem
+        fv = mem.view(np.float64)
+        out: dict[str, Any] = {}
+        for name, kind, addr in plan:
+            out[name] = int(mem[addr]) if kind == 0 else float(fv[addr]) if kind == 1 else \
+                self.read(name)
+        return out
 
     # ---- traps and traces --------------------------------------------------------------
 

@@ -21,15 +21,33 @@ def program(path_or_text: str) -> Any:
 
 
 def impl(prog: Any, inputs: dict[str, Any], of: str, wrt: list[str],
-         second: bool = False) -> Impl:
-    """Forward = reset + run on one Machine; gradient = grad_fn(inputs) (or, with `second`,
-    the Hessian of `of` wrt the single name in `wrt`, returned as {name: value})."""
+         second: bool = False, forward_api: bool = False) -> Impl:
+    """Forward = reset + run on one Machine, as native code (rvm/native, compiled first; a
+    program it does not cover runs interpreted), or with `forward_api` the user's one-shot
+    `rvm.run(prog, inputs)` (its reused machine compiled first, as it is after a few calls);
+    gradient = grad_fn(inputs) (or, with `second`, the Hessian of `of` wrt the single name in
+    `wrt`, returned as {name: value})."""
     import rvm
     m = rvm.Machine(prog)
+    try:
+        m.compile()
+    except (rvm.native.Unsupported, rvm.native.BuildError):
+        pass                                # m.native says why
 
     def forward() -> None:
         m.reset(inputs)
         m.run()
+
+    if forward_api:
+        from rvm import oneshot
+        rvm.run(prog, inputs)
+        try:
+            oneshot.entry(prog).local.slots[("run", ())].machine.compile()
+        except (rvm.native.Unsupported, rvm.native.BuildError):
+            pass
+
+        def forward() -> None:              # noqa: F811 (the user's call instead)
+            rvm.run(prog, inputs)
 
     grad: Callable[[], dict[str, Any]] | None = None
     f = None
@@ -77,7 +95,9 @@ def impl(prog: Any, inputs: dict[str, Any], of: str, wrt: list[str],
         reset_s = statistics.median(batches)
         per = (row.forward_s - reset_s) / steps * 1e9 if row.forward_s and steps else 0.0
         how = f"; gradient: {f.native}" if f is not None else ""
-        return f"{steps:,} instr/run, {per:.2f} ns/instr + reset {reset_s * 1e6:.1f} µs{how}"
+        api = "forward: rvm.run(prog, inputs), " if forward_api else "forward: "
+        return (f"{steps:,} instr/run, {per:.2f} ns/instr + reset {reset_s * 1e6:.1f} µs; "
+                f"{api}{m.native}{how}")
 
     return Impl(forward, grad, note=note, describe=describe,
                 compile_s=compile_s if f is not None or second else None)

@@ -58,7 +58,8 @@ def rvm_impl(order: int) -> Impl:
     if rvm_side.program_path(PROGRAM) is None:
         raise Skip(f"rvm: {PROGRAM} not written yet")
     prog = rvm_side.program(PROGRAM)
-    return rvm_side.impl(prog, dict(RVM_INPUTS), of=RVM_OUT, wrt=[RVM_WRT], second=order == 2)
+    return rvm_side.impl(prog, dict(RVM_INPUTS), of=RVM_OUT, wrt=[RVM_WRT], second=order == 2,
+                         forward_api=True)
 
 
 def c_impl(order: int) -> Impl:
