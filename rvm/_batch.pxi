@@ -190,7 +190,7 @@ cdef class FlatCall:
                              f"{xa.shape[0]}")
         memcpy(_ptr(self.words_in) + self.nd, cnp.PyArray_DATA(xa), self.n * sizeof(double))
         if self.core._gradient(self.of_addr, _NO_INPUTS, _NO_INPUTS, self.addrs, self.words_in,
-                               self.wrt_addrs, self.g, self.words, NULL, NULL) != 0:
+                               self.wrt_addrs, self.g, self.words, NULL, NULL, 0) != 0:
             return None
         if self.core.vm.t != 0:
             return None
