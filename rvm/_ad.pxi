@@ -28,39 +28,37 @@ cdef inline void ad_check(VM* vm, double x, i64 pc) noexcept nogil:
         vm.ev_nonfinite += 1
 
 
+cdef inline void ad_bad(VM* vm, int n, i64 pc) noexcept nogil:
+    """n derivatives a rule of rvm/_adrules.h just made are not finite."""
+    if n:
+        if vm.ev_nonfinite == 0:
+            vm.ev_nonfinite_pc = pc
+        vm.ev_nonfinite += n
+
+
 cdef inline void ad_rot(VM* vm, int s, int ty, i64 iy, i64 ia, i64 ib, double cs, double sn,
                         i64* mem, i64 pc) noexcept nogil:
     """The rule of an executed rotation (x, y) <- R(phi)(x, y), phi = s*theta, of the cells
     iy, ia by the angle in ib, with cs = cos(theta) and sn = s*sin(theta); the values now
-    are the results."""
+    are the results (rvm/_adrules.h: rvm_rot_tangent, rvm_rot_adjoint and its tangent)."""
     cdef bint tan_on = (vm.ad & _AD_TAN) != 0
     cdef bint adj_on = (vm.ad & _AD_ADJ) != 0 and vm.D < 0
     cdef double* T = vm.tan
     cdef double* A = vm.adj
     cdef double* AT = vm.adjt
-    cdef double xa, ya, xp, yp, txb, tyb, tth, ax, ay, atx, aty, nax, nay
+    cdef double xa, ya, xp, yp, txb, tyb, tth, ax, ay
     xa = real_of(mem[iy], ty, vm.F)
     ya = real_of(mem[ia], ty, vm.F)
     txb = T[iy] if tan_on else 0.0
     tyb = T[ia] if tan_on else 0.0
     tth = T[ib] if tan_on else 0.0
     if tan_on:
-        # t_after = R(phi) t_before + s theta' J v_after,  J (x, y) = (-y, x)
-        T[iy] = cs * txb - sn * tyb - s * tth * ya
-        T[ia] = sn * txb + cs * tyb + s * tth * xa
-        ad_check(vm, T[iy] + T[ia], pc)
+        ad_bad(vm, rvm_rot_tangent(s, cs, sn, xa, ya, tth, &T[iy], &T[ia]), pc)
     if adj_on:
-        # the adjoint rule, shared with the native code (rvm/_adrules.h)
         rvm_rot_adjoint(s, cs, sn, xa, ya, &A[iy], &A[ia], &A[ib], &xp, &yp, &ax, &ay)
-        nax = A[iy]
-        nay = A[ia]
         if tan_on:
-            atx = AT[iy]
-            aty = AT[ia]
-            AT[iy] = cs * atx - sn * aty - s * tth * nay
-            AT[ia] = sn * atx + cs * aty + s * tth * nax
-            AT[ib] -= s * (-tyb * ax + txb * ay - yp * atx + xp * aty)
-            ad_check(vm, AT[iy] + AT[ia] + AT[ib], pc)
+            ad_bad(vm, rvm_rot_adjoint_tangent(s, cs, sn, txb, tyb, tth, xp, yp, ax, ay, A[iy],
+                                               A[ia], &AT[iy], &AT[ia], &AT[ib]), pc)
         ad_check(vm, A[ib], pc)
 
 
@@ -69,7 +67,8 @@ cdef void ad_rule(VM* vm, int op, i64* c, i64* p1, i64* p2, i64* p3, i64* mem, i
     map) that has just run at `pc`.  Tangents follow the executed instruction in either
     direction; adjoints accumulate only while the machine runs backward (the adjoint sweep),
     where the executed instruction is the inverse of the one that ran forward, hence the
-    sign flip: xbar_k -= s * d_k * ybar for an executed y += s*f(x)."""
+    sign flip: xbar_k -= s * d_k * ybar for an executed y += s*f(x).  The rules themselves
+    are rvm/_adrules.h's, one function per kind, which the native code calls too."""
     cdef int kind = AD_KIND[op], s = AD_SIGN[op], ty = OP_TYPE[op], sty, pf, n, k
     cdef bint tan_on = (vm.ad & _AD_TAN) != 0
     cdef bint adj_on = (vm.ad & _AD_ADJ) != 0 and vm.D < 0
@@ -77,10 +76,9 @@ cdef void ad_rule(VM* vm, int op, i64* c, i64* p1, i64* p2, i64* p3, i64* mem, i
     cdef double* A = vm.adj
     cdef double* AT = vm.adjt
     cdef i64 iy, ia, ib
-    cdef i64 src[2]
     cdef rvm_dual dx[2]
     cdef rvm_dual dd[2]
-    cdef double v, ab, abt, th
+    cdef double th
 
     if kind == ADK_UPDATE:
         iy = p1 - mem
@@ -88,21 +86,18 @@ cdef void ad_rule(VM* vm, int op, i64* c, i64* p1, i64* p2, i64* p3, i64* mem, i
         pf = AD_PF[op]
         if pf == PF_ONE:                       # y += a, y += T(a): the common case
             if tan_on and T[ia] != 0.0:
-                T[iy] += s * T[ia]
+                rvm_ad_one(-s, T[ia], &T[iy])
             if adj_on:
-                A[ia] -= s * A[iy]
+                rvm_ad_one(s, A[iy], &A[ia])
                 if tan_on:
-                    AT[ia] -= s * AT[iy]
+                    rvm_ad_one(s, AT[iy], &AT[ia])
             return
         sty = CVT_SRC[op] if CVT_SRC[op] >= 0 else ty
         if pf == PF_MUL and not tan_on:        # y += s*a*b in the adjoint sweep, directly
-            ab = A[iy] if adj_on else 0.0
-            if ab != 0.0:                      # (the partials are b and a, as rvm_partials)
+            if adj_on:                         # (the partials are b and a, as rvm_partials)
                 ib = p3 - mem
-                A[ia] -= s * real_of(mem[ib], sty, vm.F) * ab
-                ad_check(vm, A[ia], pc)
-                A[ib] -= s * real_of(mem[ia], sty, vm.F) * ab
-                ad_check(vm, A[ib], pc)
+                ad_bad(vm, rvm_ad_mul(s, real_of(mem[ia], sty, vm.F),
+                                      real_of(mem[ib], sty, vm.F), A[iy], &A[ia], &A[ib]), pc)
             return
         ib = ia
         if pf >= PF_FN2:
@@ -117,44 +112,25 @@ cdef void ad_rule(VM* vm, int op, i64* c, i64* p1, i64* p2, i64* p3, i64* mem, i
         dx[1].v = real_of(mem[ib], sty, vm.F)
         dx[1].t = T[ib] if tan_on else 0.0
         n = rvm_partials(pf, dx[0], dx[1], &dd[0], &dd[1])
-        src[0] = ia
-        src[1] = ib
-        if tan_on:
-            v = 0.0
-            for k in range(n):
-                if T[src[k]] != 0.0:
-                    v += dd[k].v * T[src[k]]
-            if v != 0.0:
-                T[iy] += s * v
-                ad_check(vm, T[iy], pc)
-        if adj_on:
-            ab = A[iy]
-            abt = AT[iy] if tan_on else 0.0
-            for k in range(n):
-                if ab != 0.0:
-                    A[src[k]] -= s * dd[k].v * ab
-                    ad_check(vm, A[src[k]], pc)
-                if tan_on and (abt != 0.0 or (ab != 0.0 and dd[k].t != 0.0)):
-                    AT[src[k]] -= s * ((dd[k].v * abt if abt != 0.0 else 0.0)
-                                       + (dd[k].t * ab if ab != 0.0 else 0.0))
-                    ad_check(vm, AT[src[k]], pc)
+        ad_bad(vm, rvm_ad_update(s, n, dd, tan_on, adj_on, &T[iy], &T[ia], &T[ib], &A[iy],
+                                 &A[ia], &A[ib], &AT[iy], &AT[ia], &AT[ib]), pc)
     elif kind == ADK_NEG:
         iy = p1 - mem
         if tan_on:
-            T[iy] = -T[iy]
+            rvm_ad_neg(&T[iy])
         if vm.ad & _AD_ADJ:
-            A[iy] = -A[iy]
+            rvm_ad_neg(&A[iy])
             if tan_on:
-                AT[iy] = -AT[iy]
+                rvm_ad_neg(&AT[iy])
     elif kind == ADK_SWAP:
         iy = p1 - mem
         ia = p2 - mem
         if tan_on:
-            v = T[iy]; T[iy] = T[ia]; T[ia] = v
+            rvm_ad_swap(&T[iy], &T[ia])
         if vm.ad & _AD_ADJ:
-            v = A[iy]; A[iy] = A[ia]; A[ia] = v
+            rvm_ad_swap(&A[iy], &A[ia])
             if tan_on:
-                v = AT[iy]; AT[iy] = AT[ia]; AT[ia] = v
+                rvm_ad_swap(&AT[iy], &AT[ia])
     elif kind == ADK_ROT:
         th = real_of(p3[0], ty, vm.F)
         if ty == TY_FLOAT and p3[0] == vm.rot_w:
@@ -168,20 +144,23 @@ cdef void ad_rule(VM* vm, int op, i64* c, i64* p1, i64* p2, i64* p3, i64* mem, i
         iy = p1 - mem
         if op == OP_PUSH:
             k = vm.sp - 1
-            vm.stan[k] = T[iy]; vm.sadj[k] = A[iy]; vm.sadjt[k] = AT[iy]
+            rvm_ad_push(&T[iy], &vm.stan[k])
+            rvm_ad_push(&A[iy], &vm.sadj[k])
+            rvm_ad_push(&AT[iy], &vm.sadjt[k])
         else:
             k = vm.sp
             if tan_on:
                 ad_release(vm, T[iy], pc)
-            T[iy] = vm.stan[k]; A[iy] = vm.sadj[k]; AT[iy] = vm.sadjt[k]
-            vm.stan[k] = 0.0; vm.sadj[k] = 0.0; vm.sadjt[k] = 0.0
-            return
-        T[iy] = 0.0; A[iy] = 0.0; AT[iy] = 0.0
+            rvm_ad_pop(&vm.stan[k], &T[iy])
+            rvm_ad_pop(&vm.sadj[k], &A[iy])
+            rvm_ad_pop(&vm.sadjt[k], &AT[iy])
     elif kind == ADK_SCOPE:
         iy = p1 - mem
         if tan_on:
             ad_release(vm, T[iy], pc)
-        T[iy] = 0.0; A[iy] = 0.0; AT[iy] = 0.0
+        rvm_ad_scope(&T[iy])
+        rvm_ad_scope(&A[iy])
+        rvm_ad_scope(&AT[iy])
 
 
 cdef inline bint ad_inline(int op, i64* y, i64* a, i64* mem, int ad, bint backward,
@@ -191,10 +170,10 @@ cdef inline bint ad_inline(int op, i64* y, i64* a, i64* mem, int ad, bint backwa
     if AD_PF[op] != PF_ONE:
         return 0
     if ad == _AD_ADJ and backward:
-        A[a - mem] -= AD_SIGN[op] * A[y - mem]
+        rvm_ad_one(AD_SIGN[op], A[y - mem], &A[a - mem])
         return 1
     if ad == _AD_TAN:
-        T[y - mem] += AD_SIGN[op] * T[a - mem]
+        rvm_ad_one(-AD_SIGN[op], T[a - mem], &T[y - mem])
         return 1
     return 0
 

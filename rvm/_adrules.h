@@ -1,8 +1,122 @@
-/* Differentiation rules that the interpreter (rvm/_core.pyx) and the native code
-   (rvm/native/codegen.py) share: each is written once, here, and both call it, so their
-   derivatives agree bit for bit.  Hand-written: the rules follow from isa/derivatives.py. */
+/* The differentiation rules, one inline function per rule kind of isa/derivatives.py (KINDS:
+   update, neg, swap, rot, move, scope).  The interpreter (rvm/_ad.pxi: ad_rule, ad_inline,
+   ad_rot), the loop kernels (rvm/_kernels.pxi: run_reduce's register path) and the native
+   code (rvm/native/codegen.py: rule()) all call these, so their derivatives agree bit for
+   bit.  Hand-written: the rules follow from isa/derivatives.py.
+
+   The arguments are the duals themselves (tangent t, adjoint a, adjoint-tangent at: the
+   derivative of the adjoint along the tangent, for Hessians), by pointer, so that a caller
+   passes array cells or locals alike.  A caller whose mode has no tangent passes tan_on = 0
+   (the pointers are then not read), and one without adjoints adj_on = 0.  Functions that can
+   make a derivative non-finite return how many results are not finite (the interpreter
+   counts them; the native code does not). */
 #ifndef RVM_ADRULES_H
 #define RVM_ADRULES_H
+#include <math.h>
+#include "_dual.h"
+
+#define RVM_AD static inline __attribute__((always_inline))
+
+/* update y += s*f(x) whose partial is 1 (add, cvt): the one rule of both modes,
+   dst -= s*src.  Adjoint sweep: rvm_ad_one(s, ybar, &xbar).  Tangent: rvm_ad_one(-s, x', &y'),
+   which is y' += s*x' (the same number: a - (-b) == a + b). */
+RVM_AD void rvm_ad_one(double s, double src, double* dst)
+{
+    *dst -= s * src;
+}
+
+/* update y += s*a*b in the adjoint sweep without tangents (va, vb: the sources' values):
+   abar -= s*b*ybar, bbar -= s*a*ybar. */
+RVM_AD int rvm_ad_mul(double s, double va, double vb, double yb, double* aa, double* ab)
+{
+    if (yb == 0.0)
+        return 0;
+    *aa -= s * vb * yb;
+    int bad = !isfinite(*aa);
+    *ab -= s * va * yb;
+    return bad + !isfinite(*ab);
+}
+
+/* update y += s*f(x0, x1) with the n partials dd (rvm_partials: value d_k, tangent part d_k'):
+   tangent y' += s * sum_k d_k x_k'; adjoint sweep x_k bar -= s * d_k * ybar and, with the
+   tangent, x_k bar' -= s * (d_k * ybar' + d_k' * ybar).  x0 and x1 may be one cell. */
+RVM_AD int rvm_ad_update(double s, int n, const rvm_dual* dd, int tan_on, int adj_on,
+                         double* ty, double* t0, double* t1, double* ay, double* a0, double* a1,
+                         double* aty, double* at0, double* at1)
+{
+    double* tx[2] = {t0, t1};
+    double* ax[2] = {a0, a1};
+    double* atx[2] = {at0, at1};
+    int bad = 0, k;
+    if (tan_on) {
+        double v = 0.0;
+        for (k = 0; k < n; k++)
+            if (*tx[k] != 0.0)
+                v += dd[k].v * *tx[k];
+        if (v != 0.0) {
+            *ty += s * v;
+            bad += !isfinite(*ty);
+        }
+    }
+    if (adj_on) {
+        double ab = *ay, abt = tan_on ? *aty : 0.0;
+        for (k = 0; k < n; k++) {
+            if (ab != 0.0) {
+                *ax[k] -= s * dd[k].v * ab;
+                bad += !isfinite(*ax[k]);
+            }
+            if (tan_on && (abt != 0.0 || (ab != 0.0 && dd[k].t != 0.0))) {
+                *atx[k] -= s * ((abt != 0.0 ? dd[k].v * abt : 0.0)
+                                + (ab != 0.0 ? dd[k].t * ab : 0.0));
+                bad += !isfinite(*atx[k]);
+            }
+        }
+    }
+    return bad;
+}
+
+/* neg (y = -y): every dual of the cell changes sign */
+RVM_AD void rvm_ad_neg(double* d)
+{
+    *d = -*d;
+}
+
+/* swap (x, y = y, x): the duals are exchanged */
+RVM_AD void rvm_ad_swap(double* x, double* y)
+{
+    double u = *x; *x = *y; *y = u;
+}
+
+/* move: push moves a cell's dual onto the stack slot and leaves the constant zero; pop moves
+   the slot's dual to the cell (whose own dual, of a zero, is dropped) and clears the slot */
+RVM_AD void rvm_ad_push(double* cell, double* slot)
+{
+    *slot = *cell; *cell = 0.0;
+}
+
+RVM_AD void rvm_ad_pop(double* slot, double* cell)
+{
+    *cell = *slot; *slot = 0.0;
+}
+
+/* scope (alloc, free): the cell is a constant zero, so are its duals */
+RVM_AD void rvm_ad_scope(double* d)
+{
+    *d = 0.0;
+}
+
+/* rot: the tangent of an executed rotation by phi = s*theta (cs = cos(theta),
+   sn = s*sin(theta)) of the cells with values xa, ya now, tangents *tx, *ty before, and the
+   angle's tangent tth: t_after = R(phi) t_before + s theta' J v_after, J (x, y) = (-y, x).
+   The adjoint is rvm_rot_adjoint below; rvm_rot_adjoint_tangent its tangent part. */
+RVM_AD int rvm_rot_tangent(double s, double cs, double sn, double xa, double ya, double tth,
+                           double* tx, double* ty)
+{
+    double txb = *tx, tyb = *ty;
+    *tx = cs * txb - sn * tyb - s * tth * ya;
+    *ty = sn * txb + cs * tyb + s * tth * xa;
+    return !isfinite(*tx + *ty);
+}
 
 /* The adjoint of an executed rotation (x, y) <- R(phi)(x, y), phi = s*theta, in the adjoint
    sweep: forward ran v' = R(-phi) v, where v = (xa, ya) are the values now and v' the values
@@ -21,5 +135,22 @@ static inline void rvm_rot_adjoint(double s, double cs, double sn, double xa, do
     *ay = sn * a + cs * b;
     *xp = x0; *yp = y0; *ax0 = a; *ay0 = b;
 }
+
+/* ... and with tangents, the adjoint-tangents: txb, tyb, tth are the tangents before the
+   rotation ran forward, xp, yp, ax0, ay0 what rvm_rot_adjoint returned, nax, nay the new
+   adjoints. */
+RVM_AD int rvm_rot_adjoint_tangent(double s, double cs, double sn, double txb, double tyb,
+                                   double tth, double xp, double yp, double ax0, double ay0,
+                                   double nax, double nay, double* atx, double* aty,
+                                   double* atth)
+{
+    double a = *atx, b = *aty;
+    *atx = cs * a - sn * b - s * tth * nay;
+    *aty = sn * a + cs * b + s * tth * nax;
+    *atth -= s * (-tyb * ax0 + txb * ay0 - yp * a + xp * b);
+    return !isfinite(*atx + *aty + *atth);
+}
+
+#undef RVM_AD
 
 #endif

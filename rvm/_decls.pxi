@@ -51,9 +51,22 @@ cdef extern from "_isa.h" nogil:
     rvm_incv rvm_incr(int op, i64 a, i64 b, const i64* c, int F)
 
 cdef extern from "_adrules.h" nogil:
+    # the differentiation rules, one function per rule kind, shared with the native code
+    void rvm_ad_one(double s, double src, double* dst)
+    int rvm_ad_mul(double s, double va, double vb, double yb, double* aa, double* ab)
+    void rvm_ad_neg(double* d)
+    void rvm_ad_swap(double* x, double* y)
+    void rvm_ad_push(double* cell, double* slot)
+    void rvm_ad_pop(double* slot, double* cell)
+    void rvm_ad_scope(double* d)
+    int rvm_rot_tangent(double s, double cs, double sn, double xa, double ya, double tth,
+                        double* tx, double* ty)
     void rvm_rot_adjoint(double s, double cs, double sn, double xa, double ya, double* ax,
                          double* ay, double* ath, double* xp, double* yp, double* ax0,
                          double* ay0)
+    int rvm_rot_adjoint_tangent(double s, double cs, double sn, double txb, double tyb,
+                                double tth, double xp, double yp, double ax0, double ay0,
+                                double nax, double nay, double* atx, double* aty, double* atth)
 
 cdef extern from "_deriv.h" nogil:
     ctypedef struct rvm_dual:
@@ -66,6 +79,11 @@ cdef extern from "_deriv.h" nogil:
         PF_FN1
         PF_FN2
     int rvm_partials(int pf, rvm_dual a, rvm_dual b, rvm_dual* da, rvm_dual* db)
+
+cdef extern from "_adrules.h" nogil:
+    int rvm_ad_update(double s, int n, const rvm_dual* dd, int tan_on, int adj_on, double* ty,
+                      double* t0, double* t1, double* ay, double* a0, double* a1, double* aty,
+                      double* at0, double* at1)
 
 cdef extern from "<math.h>" nogil:
     double cos(double)

@@ -257,7 +257,8 @@ ctypedef fused Acc:
 
 
 cdef int reduce_loop(ReduceLoop* L, Acc* acc, Acc d, double* ga, double gy) noexcept nogil:
-    """acc += d (d signed) every iteration, and ga -= gy (the rule's one changing dual, in a
+    """acc += d (d signed) every iteration, and the rule rvm_ad_one(1, gy, ga) with the
+    sign folded into the loop-invariant gy = s*src (the rule's one changing dual, in a
     register; dropped when unused): the update with a loop-invariant increment.  Returns
     run_reduce's code; a float result that is not finite traps before acc changes."""
     cdef Acc a = acc[0], r
@@ -274,7 +275,7 @@ cdef int reduce_loop(ReduceLoop* L, Acc* acc, Acc d, double* ga, double gy) noex
         else:
             r = <i64>(<u64>a + <u64>d)
         a = r
-        g -= gy
+        rvm_ad_one(1.0, gy, &g)
         cnt = <i64>(<u64>cnt + <u64>delta)
         lft -= 2
         t = back_edge(jt, tt, cnt, cnt)
@@ -374,9 +375,11 @@ cdef int run_reduce(VM* vm, i64 k, i64* code, int e, i64* mem, i64* fpm, i64* pa
                 <i64>(<u64>av * <u64>bv) if mul else av
     if isf and nsrc == 0:
         df = rvm_w2f(di)
-    # the rule of y += s*a with a a direct cell, as ad_inline runs it, in a register: in the
-    # adjoint sweep abar -= s*ybar with ybar constant, in tangent mode y' += s*a' (written
-    # y' -= -(s*a'), the same number) with a' constant
+    # the rule of y += s*a with a a direct cell, as ad_inline runs it (rvm_ad_one), in a
+    # register: in the adjoint sweep abar -= s*ybar with ybar constant, in tangent mode
+    # y' -= -s*a' (y' += s*a') with a' constant.  The source and its sign are loop-invariant:
+    # gy = s*src once, then rvm_ad_one(1, gy) (the same number as rvm_ad_one(s, src); gcc
+    # does not hoist the product out of the loop itself)
     if AD_KIND[op] and pf == PF_ONE and inv:
         if ad == _AD_ADJ and backward:
             reg_adj = 1
@@ -385,7 +388,7 @@ cdef int run_reduce(VM* vm, i64 k, i64* code, int e, i64* mem, i64* fpm, i64* pa
         elif ad == _AD_TAN:
             reg_adj = 1
             gcell = yp
-            gy = -(AD_SIGN[op] * Tn[sp[0] - mem])
+            gy = -AD_SIGN[op] * Tn[sp[0] - mem]
         if reg_adj:
             ga = (A if ad == _AD_ADJ else Tn)[gcell - mem]
     cnt = ip[0]
@@ -436,7 +439,7 @@ cdef int run_reduce(VM* vm, i64 k, i64* code, int e, i64* mem, i64* fpm, i64* pa
             acc = <i64>(<u64>acc + <u64>di) if sg > 0 else <i64>(<u64>acc - <u64>di)
         if ad:
             if reg_adj:
-                ga -= gy
+                rvm_ad_one(1.0, gy, &ga)
             elif AD_KIND[op]:
                 if isf:
                     yp[0] = rvm_f2w(accf)

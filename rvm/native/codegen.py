@@ -500,8 +500,9 @@ class _Fn:
         return ref.fv() if t == FLOAT else f"ldexp((double){ref.val}, -{self.F})"
 
     def rule(self, op, c, P, pc: int) -> list[str]:
-        """The adjoint rule of the executed row (ad_rule/ad_inline/ad_rot of rvm/_ad.pxi
-        with only the adjoint on): xbar -= s * df/dx * ybar for an executed y += s*f(x)."""
+        """The adjoint rule of the executed row: a call of its kind's function in
+        rvm/_adrules.h, which the interpreter's ad_rule/ad_inline/ad_rot call too (here with
+        only the adjoint on): xbar -= s * df/dx * ybar for an executed y += s*f(x)."""
         rule = RULES[op.name]
         if rule is None:
             return []
@@ -513,12 +514,11 @@ class _Fn:
             if pf == PF_NONE:
                 return []
             if pf == PF_ONE:
-                return [f"{D[1]} -= {s}.0 * {D[0]};"]
+                return [f"rvm_ad_one({s}.0, {D[0]}, &{D[1]});"]
             sty = op.types[1] if len(op.types) > 1 else t
             if pf == PF_MUL:
-                return [f"{{ double ab = {D[0]}; if (ab != 0.0) {{ "
-                        f"{D[1]} -= {s}.0 * {self.real(P[2], sty)} * ab; "
-                        f"{D[2]} -= {s}.0 * {self.real(P[1], sty)} * ab; }} }}"]
+                return [f"rvm_ad_mul({s}.0, {self.real(P[1], sty)}, {self.real(P[2], sty)}, "
+                        f"{D[0]}, &{D[1]}, &{D[2]});"]
             if pf >= PF_FN2:
                 pf, ib = pf + c[4], 2
             elif pf >= PF_FN1:
@@ -529,20 +529,19 @@ class _Fn:
             out = [f"{{ rvm_dual dx0, dx1, dd[2]; dx0.v = {self.real(P[1], sty)}; dx0.t = 0.0; "
                    f"dx1.v = {self.real(P[ib], sty)}; dx1.t = 0.0; "
                    f"int np = rvm_partials({pf}, dx0, dx1, &dd[0], &dd[1]); "
-                   f"double ab = {D[0]}; if (ab != 0.0) {{ "
-                   f"{D[1]} -= {s}.0 * dd[0].v * ab; "
-                   f"if (np > 1) {{ {D[ib]} -= {s}.0 * dd[1].v * ab; }} }} }}"]
+                   f"rvm_ad_update({s}.0, np, dd, 0, 1, 0, 0, 0, &{D[0]}, &{D[1]}, &{D[ib]}, "
+                   "0, 0, 0); }"]
             return out
         if rule.kind == "neg":
-            return [f"{D[0]} = -{D[0]};"]
+            return [f"rvm_ad_neg(&{D[0]});"]
         if rule.kind == "swap":
-            return [f"{{ double u = {D[0]}; {D[0]} = {D[1]}; {D[1]} = u; }}"]
+            return [f"rvm_ad_swap(&{D[0]}, &{D[1]});"]
         if rule.kind == "move":                 # the adjoint goes with the word (ad_rule)
             if op.family == "push":
-                return [f"st->sadj[st->sp - 1] = {D[0]}; {D[0]} = 0.0;"]
-            return [f"{D[0]} = st->sadj[st->sp]; st->sadj[st->sp] = 0.0;"]
+                return [f"rvm_ad_push(&{D[0]}, &st->sadj[st->sp - 1]);"]
+            return [f"rvm_ad_pop(&st->sadj[st->sp], &{D[0]});"]
         if rule.kind == "scope":
-            return [f"{D[0]} = 0.0;"]
+            return [f"rvm_ad_scope(&{D[0]});"]
         if rule.kind == "rot":
             if t == FLOAT:
                 cs = f"double C = cs[0], S = {s}.0 * cs[1];"     # the rotation's own cos, sin
