@@ -51,7 +51,8 @@ class _TanFn(_Fn):
 
     def rule(self, op, c, P, pc: int) -> list[str]:
         """ad_rule (and, in the forward run, ad_inline) of rvm/_ad.pxi with the tangents on
-        and, in the sweep, the adjoints."""
+        and, in the sweep, the adjoints: calls of the rule kinds' functions in rvm/_adrules.h,
+        as the interpreter makes them."""
         rule = RULES[op.name]
         if rule is None:
             return []
@@ -67,9 +68,9 @@ class _TanFn(_Fn):
                 return []
             if pf == PF_ONE:
                 if not adj:                        # ad_inline: y' += s a'
-                    return [f"{T[0]} += {s}.0 * {T[1]};"]
-                return [f"if ({T[1]} != 0.0) {T[0]} += {s}.0 * {T[1]}; "
-                        f"{A[1]} -= {s}.0 * {A[0]}; {E[1]} -= {s}.0 * {E[0]};"]
+                    return [f"rvm_ad_one({-s}.0, {T[1]}, &{T[0]});"]
+                return [f"if ({T[1]} != 0.0) rvm_ad_one({-s}.0, {T[1]}, &{T[0]}); "
+                        f"rvm_ad_one({s}.0, {A[0]}, &{A[1]}); rvm_ad_one({s}.0, {E[0]}, &{E[1]});"]
             sty = op.types[1] if len(op.types) > 1 else t
             if pf >= PF_FN2:
                 pf, ib = pf + c[4], 2
@@ -78,41 +79,29 @@ class _TanFn(_Fn):
             else:
                 ib = 2
             assert pf != PF_MUL or ib == 2
-            src = [1] if ib == 1 else [1, 2]
+            ad = [f"&{A[0]}", f"&{A[1]}", f"&{A[ib]}", f"&{E[0]}", f"&{E[1]}", f"&{E[ib]}"] \
+                if adj else ["0"] * 6
             out = [f"{{ rvm_dual dx0, dx1, dd[2]; dx0.v = {self.real(P[1], sty)}; "
                    f"dx0.t = {T[1]}; dx1.v = {self.real(P[ib], sty)}; dx1.t = {T[ib]}; "
-                   f"int np = rvm_partials({pf}, dx0, dx1, &dd[0], &dd[1]); double v = 0.0; "
-                   f"if (np > 0 && {T[1]} != 0.0) v += dd[0].v * {T[1]};"]
-            if ib == 2:
-                out.append(f"if (np > 1 && {T[2]} != 0.0) v += dd[1].v * {T[2]};")
-            out.append(f"if (v != 0.0) {T[0]} += {s}.0 * v;")
-            if adj:
-                out.append(f"double ab = {A[0]}, abt = {E[0]};")
-                for k, i in enumerate(src):
-                    guard = f"if (np > {k}) "
-                    out.append(
-                        f"{guard}{{ if (ab != 0.0) {A[i]} -= {s}.0 * dd[{k}].v * ab; "
-                        f"if (abt != 0.0 || (ab != 0.0 && dd[{k}].t != 0.0)) {E[i]} -= {s}.0 * "
-                        f"((abt != 0.0 ? dd[{k}].v * abt : 0.0) + "
-                        f"(ab != 0.0 ? dd[{k}].t * ab : 0.0)); }}")
-            out.append("(void)np; }")
+                   f"int np = rvm_partials({pf}, dx0, dx1, &dd[0], &dd[1]); "
+                   f"rvm_ad_update({s}.0, np, dd, 1, {int(adj)}, &{T[0]}, &{T[1]}, &{T[ib]}, "
+                   f"{', '.join(ad)}); }}"]
             return [" ".join(out)]
         if rule.kind in ("neg", "swap"):
             arrs = [T] + ([A, E] if adj else [])
             if rule.kind == "neg":
-                return [" ".join(f"{d[0]} = -{d[0]};" for d in arrs)]
-            return [" ".join(f"{{ double u = {d[0]}; {d[0]} = {d[1]}; {d[1]} = u; }}"
-                             for d in arrs)]
+                return [" ".join(f"rvm_ad_neg(&{d[0]});" for d in arrs)]
+            return [" ".join(f"rvm_ad_swap(&{d[0]}, &{d[1]});" for d in arrs)]
         if rule.kind == "move":                 # the duals go with the word (ad_rule)
             pairs = [("stan", T)] + ([("sadj", A), ("sadjt", E)] if adj else [])
             if op.family == "push":
-                return [" ".join(f"st->{s_}[st->sp - 1] = {d[0]}; {d[0]} = 0.0;"
+                return [" ".join(f"rvm_ad_push(&{d[0]}, &st->{s_}[st->sp - 1]);"
                                  for s_, d in pairs)]
             return [f"REL({T[0]}, {pc}); " + " ".join(
-                f"{d[0]} = st->{s_}[st->sp]; st->{s_}[st->sp] = 0.0;" for s_, d in pairs)]
+                f"rvm_ad_pop(&st->{s_}[st->sp], &{d[0]});" for s_, d in pairs)]
         if rule.kind == "scope":
             return [f"REL({T[0]}, {pc}); " + " ".join(
-                f"{d[0]} = 0.0;" for d in ([T] + ([A, E] if adj else [])))]
+                f"rvm_ad_scope(&{d[0]});" for d in ([T] + ([A, E] if adj else [])))]
         if rule.kind == "rot":
             return [self.rot(s, t, P, T, A, E, adj)]
         raise Unsupported(f"pc {pc}: the rule of `{op.name}`")
@@ -124,16 +113,13 @@ class _TanFn(_Fn):
         else:
             cs = f"double th = {self.real(P[2], t)}; double C = cos(th), S = {s}.0 * sin(th);"
         out = [f"{{ {cs} double xa = {self.real(P[0], t)}, ya = {self.real(P[1], t)}; "
-               f"double txb = {T[0]}, tyb = {T[1]}, tth = {T[2]}; "
-               f"{T[0]} = C * txb - S * tyb - {s}.0 * tth * ya; "
-               f"{T[1]} = S * txb + C * tyb + {s}.0 * tth * xa;"]
+               f"double txb = {T[0]}, tyb = {T[1]}, tth = {T[2]}; (void)txb; (void)tyb; "
+               f"rvm_rot_tangent({s}.0, C, S, xa, ya, tth, &{T[0]}, &{T[1]});"]
         if adj:
             out.append(f"double xp, yp, ax, ay; rvm_rot_adjoint({s}.0, C, S, xa, ya, &{A[0]}, "
                        f"&{A[1]}, &{A[2]}, &xp, &yp, &ax, &ay); "
-                       f"double nax = {A[0]}, nay = {A[1]}, atx = {E[0]}, aty = {E[1]}; "
-                       f"{E[0]} = C * atx - S * aty - {s}.0 * tth * nay; "
-                       f"{E[1]} = S * atx + C * aty + {s}.0 * tth * nax; "
-                       f"{E[2]} -= {s}.0 * (-tyb * ax + txb * ay - yp * atx + xp * aty);")
+                       f"rvm_rot_adjoint_tangent({s}.0, C, S, txb, tyb, tth, xp, yp, ax, ay, "
+                       f"{A[0]}, {A[1]}, &{E[0]}, &{E[1]}, &{E[2]});")
         out.append("}")
         return " ".join(out)
 
