@@ -121,7 +121,24 @@ def test_value_and_grad_is_one_host_call(bessel):
     assert len(calls) == 2
 
 
-def test_vmap_loops_over_the_batch(bessel, ffi):
+def test_vmap_is_rvms_batch_mode(mixed, ffi):
+    """vmap(grad f) is one GradFn.batch call, bit for bit the loop of single calls."""
+    f = jax_function(mixed, of="out", wrt=["a", "w"], ffi=ffi)
+    calls = []
+    batch = f.host.gf.batch
+    f.host.gf.batch = lambda inputs, **kw: calls.append(inputs) or batch(inputs, **kw)
+    rng = np.random.default_rng(3)
+    a, w = rng.normal(size=(100, 3)), rng.normal(size=100)
+    ga, gw = jax.jit(jax.vmap(jax.grad(f, argnums=(0, 1))))(a, w)
+    values = jax.vmap(f)(a, w)
+    assert len(calls) == 2 and calls[0]["a"].shape == (100, 3)
+    for k in range(100):
+        d = rvm.derivatives(mixed, of="out", wrt=["a", "w"], inputs={"a": a[k], "w": w[k]})
+        assert np.array_equal(ga[k], d.gradient["a"]) and float(gw[k]) == d.gradient["w"]
+        assert float(values[k]) == d.value
+
+
+def test_vmap_of_values_gradients_tangents_hessians(bessel, ffi):
     f = jax_function(bessel, of="out", wrt=["z"], ffi=ffi)
     zs = jnp.array([0.5, 1.0, 2.0, 3.0])
     values = [rvm.run(bessel, {"z": float(z)}).outputs["out"] for z in zs]

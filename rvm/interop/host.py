@@ -1,6 +1,6 @@
 """The host side of jax_function and torch_function: an rvm program's value, gradient,
-tangent and Hessian-vector product on flat float64 operands, with a loop over a batch (rvm
-has no batch mode yet)."""
+tangent and Hessian-vector product on flat float64 operands; a batch goes to rvm's batch
+mode (GradFn.batch, rvm.run_batch) where it applies, else a loop."""
 from __future__ import annotations
 
 import re
@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from ..ad.engine import GradFn, derivatives, grad_fn
+from ..api import run_batch
 from ..machine import Machine
 from ..values import FLOAT
 
@@ -29,7 +30,8 @@ class Host:
 
     The operands are flat: a float for a scalar cell without a batch, else a flat float64
     array (or its bytes) of B cells back to back, the same B for every operand; the results
-    are a float or a flat array of B results.  The batch is a loop on the host."""
+    are a float or a flat array of B results.  A batch of gradients is rvm's batch mode,
+    tangents and HVPs a loop (HVPs along basis vectors at one point: one Hessian)."""
 
     def __init__(self, program: Any, of: str, wrt: str | Sequence[str],
                  inputs: Mapping[str, Any] | None = None, native: bool | None = None):
@@ -51,6 +53,8 @@ class Host:
             not self.inputs else None
         m = _ELEMENT.match(of)
         self._of_name, self._of_index = m.group(1), None if m.group(2) is None else int(m.group(2))
+        self._of_output = any(g.name == self._of_name and g.is_output
+                              for g in self.program.globals)
 
     # ---- one evaluation ------------------------------------------------------------------
     def _inputs(self, xs: Sequence[np.ndarray]) -> dict[str, Any]:
@@ -152,12 +156,18 @@ class Host:
                 for v, s, shape in zip(vals, self._sizes * rep, self.shapes * rep)]
 
     def vg(self, *xs: Any) -> tuple:
-        """(loss, gradient per wrt) of flat operands: one GradFn call per batch element."""
+        """(loss, gradient per wrt) of flat operands: one GradFn call, or for a batch the
+        gradients by rvm's batch mode (GradFn.batch) and the losses by rvm.run_batch."""
         if self._scalars and type(xs[0]) is float:          # the short way: scalars, no batch
             return self._vg_one(xs)
         b, vals = self._flat(xs, self._sizes)
         if b == 1:
             return self._vg_one(self._one(vals, 0))
+        grads = self._batch_grads(b, vals)
+        if grads is not None and self._of_output:
+            out = run_batch(self.program, self._batch_inputs(b, vals))[self._of_name]
+            loss = out if self._of_index is None else out[:, self._of_index]
+            return (np.ascontiguousarray(loss, np.float64), *grads)
         loss = np.empty(b)
         grads = [np.empty(b * s) for s in self._sizes]
         for k in range(b):
@@ -169,13 +179,35 @@ class Host:
 
     def grad(self, *xs: Any) -> tuple:
         """(gradient per wrt) of flat operands (vg without the loss)."""
-        return self.vg(*xs)[1:]
+        if self._scalars and type(xs[0]) is float:
+            return self._vg_one(xs)[1:]
+        b, vals = self._flat(xs, self._sizes)
+        grads = self._batch_grads(b, vals) if b != 1 else None
+        return tuple(grads) if grads is not None else self.vg(*xs)[1:]
+
+    def _batch_inputs(self, b: int, vals: list) -> dict[str, Any]:
+        """The inputs of a batch of b rows: the wrt values with a leading axis b, the fixed
+        inputs shared."""
+        ins = dict(self.inputs)
+        for name, v, shape in zip(self.names, vals[:len(self.cells)], self.shapes):
+            ins[name] = np.reshape(v, (b, *shape))
+        return ins
+
+    def _batch_grads(self, b: int, vals: list) -> list[np.ndarray] | None:
+        """The gradients of a batch by rvm's batch mode, flat per wrt (None: the batch is a
+        loop here; an element wrt, or an empty batch)."""
+        if not self._whole or b < 2:
+            return None
+        g = self.gf.batch(self._batch_inputs(b, vals))
+        return [np.ascontiguousarray(g[n]).ravel() for n in self.names]
 
     def _vg_one(self, vals: Sequence[Any]) -> tuple:
         if self._single is not None:            # one whole wrt cell and no other inputs
             name = self._single
-            g = self.gf({name: vals[0]})
-            return self._loss_of_last(), g[name]
+            if type(vals[0]) is float:
+                g = self.gf({name: vals[0]})
+                return self._loss_of_last(), g[name]
+            return self.gf.flat(vals[0])        # an array cell: the flat call
         if self._whole:
             ins = dict(self.inputs)
             ins.update(zip(self.names, vals))

@@ -19,8 +19,10 @@ The program runs on the host; its derivatives are rvm's:
   transpose, H being symmetric), so `jax.hessian` (jacfwd over jacrev), forward over
   reverse and reverse over reverse (`jax.jacrev(jax.grad(f))`) all work; third derivatives
   raise NotImplementedError;
-* `jax.vmap`: the host call gets the whole batch (every operand broadcast to it) and loops
-  over it on the host (rvm has no batch mode yet).
+* `jax.vmap`: the host call gets the whole batch (every operand broadcast to it): the
+  gradients by rvm's batch mode (GradFn.batch: native code, rows spread over the cores),
+  the losses by rvm.run_batch; a loop of single calls where those do not apply (an element
+  wrt, a loss that is not an output).
 
 Arguments and results use JAX's default float type: float32 unless `jax_enable_x64` is on
 (rvm computes in float64 and rounds the results to float32 then; turn x64 on for rvm's
@@ -166,7 +168,7 @@ def jax_function(program: Any, of: str, wrt: str | Sequence[str],
     optional leading batch dimensions, which broadcast); the other inputs keep the values of
     `inputs` (or the program's defaults).  f works under jax.jit, jax.grad / vjp (rvm's
     adjoint), jax.jvp / jacfwd (rvm's tangent mode), jax.hessian and jacrev(grad(f)) (rvm's
-    Hessian-vector products) and jax.vmap (a loop over the batch on the host).
+    Hessian-vector products) and jax.vmap (rvm's batch mode).
     `native` is grad_fn's (None: compile to C after a few calls).  `ffi`: call the host by
     an XLA FFI custom call (True: or raise; None: where it can be built, else
     jax.pure_callback; False: always jax.pure_callback).  `f.mechanism` says which runs and

@@ -8,8 +8,8 @@ Built on `torch.autograd.Function`: the forward pass is one GradFn call per inpu
 and rvm's adjoint gradient together, the gradient kept for backward), backward scales that
 gradient by the incoming gradient, and backward is itself differentiable through rvm's
 Hessian-vector product, so second derivatives (gradgradcheck, a Hessian) work too.  A leading
-batch dimension (any number of them) is one host call over the whole batch (Host.vg: a loop
-of GradFn calls, as rvm has no batch mode yet).  The tensors stay on the CPU; results take
+batch dimension (any number of them) is one host call over the whole batch (Host.vg: rvm's
+batch mode, GradFn.batch and rvm.run_batch).  The tensors stay on the CPU; results take
 the inputs' dtype (use float64).
 """
 from __future__ import annotations
