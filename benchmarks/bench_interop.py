@@ -48,6 +48,7 @@ def main() -> None:
     ap.add_argument("--calls", type=int, default=2000)
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--native", choices=["auto", "on", "off"], default="on")
+    ap.add_argument("--batch", type=int, default=10000, help="points of the vmap rows")
     a = ap.parse_args()
     native = {"auto": None, "on": True, "off": False}[a.native]
     prog = rvm.assemble(ROOT / "programs" / "besselj_rec.rasm")
@@ -111,6 +112,21 @@ def main() -> None:
     row("jitted empty pure_callback", "empty")
     row("jitted FFI call of an empty host function", "empty_ffi")
     row("jitted x * 2 (no host call)", "base")
+    # a batch: jit(vmap(grad f)) against rvm's batch mode and a loop of grad_fn calls
+    zs = np.linspace(0.5, 3.0, a.batch)
+    jvm = jax.jit(jax.vmap(jax.grad(f)))
+    assert np.array_equal(jvm(zs), gf.batch({"z": zs})["z"])
+    tb = measure({"vmap": lambda: jvm(zs).block_until_ready(),
+                  "batch": lambda: gf.batch({"z": zs}),
+                  "loop": lambda: [gf({"z": z}) for z in zs.tolist()]}, 3, a.repeat)
+
+    def brow(what: str, key: str) -> None:
+        print(f"  {what:44s} {tb[key][0] * 1e9 / a.batch:8.1f} ns  "
+              f"{tb[key][1] * 1e9 / a.batch:8.1f} ns")
+    print(f"  a batch of {a.batch} points, per point")
+    brow("jax.jit(jax.vmap(jax.grad(f)))", "vmap")
+    brow("grad_fn.batch (rvm's batch mode)", "batch")
+    brow("a loop of grad_fn calls", "loop")
     for k, label in ((0, "minimum"), (1, "median")):
         bare, cb = t["bare"][k], t["empty"][k]
         target = 2 * bare + cb

@@ -45,6 +45,19 @@ def test_a_batch_is_the_loop_of_single_calls_bit_for_bit(threads):
     assert f.last_batch_loss[:5].tolist() == loss
 
 
+def test_the_batch_losses_of_interpreted_rows():
+    """Without native code every row runs interpreted: last_batch_loss holds their losses
+    too (a row that traps: nan)."""
+    prog = rvm.assemble("input x: float\noutput y: float\nfunc main() {\n  y += 1.0 / x\n}\n")
+    f = rvm.grad_fn(prog, of="y", wrt="x", native=False)
+    got = f.batch({"x": np.array([2.0, 4.0, 0.5])})
+    assert got["x"].tolist() == [-0.25, -0.0625, -4.0]
+    assert f.last_batch_loss.tolist() == [0.5, 0.25, 2.0]
+    with pytest.raises(rvm.BatchError):
+        f.batch({"x": np.array([2.0, 0.0])})
+    assert f.last_batch_loss[0] == 0.5 and np.isnan(f.last_batch_loss[1])
+
+
 def test_shared_inputs_broadcast_and_scalars_get_a_batch_axis():
     prog = rvm.assemble(SQRT)
     f = rvm.grad_fn(prog, of="y", wrt="x,a")

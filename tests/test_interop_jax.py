@@ -138,6 +138,16 @@ def test_vmap_is_rvms_batch_mode(mixed, ffi):
         assert float(values[k]) == d.value
 
 
+def test_vmap_without_native_code(bessel):
+    """The batch mode's interpreted rows give the same values and gradients."""
+    f = jax_function(bessel, of="out", wrt="z", native=False)
+    zs = np.array([0.5, 1.5, 2.5])
+    value, g = jax.vmap(jax.value_and_grad(f))(zs)
+    for k, z in enumerate(zs):
+        d = rvm.derivatives(bessel, of="out", wrt="z", inputs={"z": float(z)})
+        assert float(value[k]) == d.value and float(g[k]) == d.gradient["z"]
+
+
 def test_vmap_of_values_gradients_tangents_hessians(bessel, ffi):
     f = jax_function(bessel, of="out", wrt=["z"], ffi=ffi)
     zs = jnp.array([0.5, 1.0, 2.0, 3.0])

@@ -855,18 +855,22 @@ class GradFn(_core.GradFnBase):
                 self.compile()
             except (native.Unsupported, native.BuildError) as e:
                 self._refuse(e)
+        self.last_batch_loss = np.full(B, np.nan)
         if self._nat is not None and self._fast and n:
             words = batch_words(self._batch_runner(0).m, batch_rows, shared, B)
             self._native_rows(words, out, status, threads)
         errors: dict[int, Exception] = {}
         for b in np.nonzero(status)[0].tolist():          # interpreted: handed back, or all
             try:
-                g = derivatives(self.program, self.of, self.wrt,
+                d = derivatives(self.program, self.of, self.wrt,
                                 batch_row(batch_rows, shared, b), check_ancillas=False,
-                                _runner=self._batch_runner(0), **self.options).gradient
+                                _runner=self._batch_runner(0), **self.options)
             except RVMError as e:
                 errors[b] = e
+                self.last_batch_loss[b] = np.nan
                 continue
+            g = d.gradient
+            self.last_batch_loss[b] = d.value       # (the native rows' loss words are not)
             out[b] = np.concatenate([np.atleast_1d(g[c.name]).ravel()
                                      for c in self.runner.wrt])
         res, at = {}, 0
@@ -908,7 +912,8 @@ class GradFn(_core.GradFnBase):
                                       wrt_addrs, out[lo:hi], loss[lo:hi], status[lo:hi], exact)
 
         in_threads(work, k)
-        self.last_batch_loss = decode_array(runners[0].of_type, loss, self.program.fraction_bits)
+        self.last_batch_loss = np.array(decode_array(runners[0].of_type, loss,
+                                                     self.program.fraction_bits), np.float64)
 
     def _refuse(self, e: Exception) -> None:
         with self._lanes_lock:

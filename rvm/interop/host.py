@@ -1,6 +1,6 @@
 """The host side of jax_function and torch_function: an rvm program's value, gradient,
-tangent and Hessian-vector product on flat float64 operands; a batch goes to rvm's batch
-mode (GradFn.batch, rvm.run_batch) where it applies, else a loop."""
+tangent and Hessian-vector product on flat float64 operands; a batch of gradients goes to
+rvm's batch mode (GradFn.batch) where it applies, else a loop."""
 from __future__ import annotations
 
 import re
@@ -11,7 +11,6 @@ from typing import Any
 import numpy as np
 
 from ..ad.engine import GradFn, derivatives, grad_fn
-from ..api import run_batch
 from ..machine import Machine
 from ..values import FLOAT
 
@@ -53,8 +52,7 @@ class Host:
             not self.inputs else None
         m = _ELEMENT.match(of)
         self._of_name, self._of_index = m.group(1), None if m.group(2) is None else int(m.group(2))
-        self._of_output = any(g.name == self._of_name and g.is_output
-                              for g in self.program.globals)
+        self._batch_lock = threading.Lock()
 
     # ---- one evaluation ------------------------------------------------------------------
     def _inputs(self, xs: Sequence[np.ndarray]) -> dict[str, Any]:
@@ -156,18 +154,17 @@ class Host:
                 for v, s, shape in zip(vals, self._sizes * rep, self.shapes * rep)]
 
     def vg(self, *xs: Any) -> tuple:
-        """(loss, gradient per wrt) of flat operands: one GradFn call, or for a batch the
-        gradients by rvm's batch mode (GradFn.batch) and the losses by rvm.run_batch."""
+        """(loss, gradient per wrt) of flat operands: one GradFn call, or for a batch rvm's
+        batch mode (GradFn.batch, its losses in last_batch_loss)."""
         if self._scalars and type(xs[0]) is float:          # the short way: scalars, no batch
             return self._vg_one(xs)
         b, vals = self._flat(xs, self._sizes)
         if b == 1:
             return self._vg_one(self._one(vals, 0))
-        grads = self._batch_grads(b, vals)
-        if grads is not None and self._of_output:
-            out = run_batch(self.program, self._batch_inputs(b, vals))[self._of_name]
-            loss = out if self._of_index is None else out[:, self._of_index]
-            return (np.ascontiguousarray(loss, np.float64), *grads)
+        with self._batch_lock:
+            grads = self._batch_grads(b, vals)
+            if grads is not None:
+                return (self.gf.last_batch_loss.copy(), *grads)
         loss = np.empty(b)
         grads = [np.empty(b * s) for s in self._sizes]
         for k in range(b):
@@ -182,7 +179,8 @@ class Host:
         if self._scalars and type(xs[0]) is float:
             return self._vg_one(xs)[1:]
         b, vals = self._flat(xs, self._sizes)
-        grads = self._batch_grads(b, vals) if b != 1 else None
+        with self._batch_lock:
+            grads = self._batch_grads(b, vals) if b != 1 else None
         return tuple(grads) if grads is not None else self.vg(*xs)[1:]
 
     def _batch_inputs(self, b: int, vals: list) -> dict[str, Any]:
@@ -194,8 +192,10 @@ class Host:
         return ins
 
     def _batch_grads(self, b: int, vals: list) -> list[np.ndarray] | None:
-        """The gradients of a batch by rvm's batch mode, flat per wrt (None: the batch is a
-        loop here; an element wrt, or an empty batch)."""
+        """The gradients of a batch by rvm's batch mode, flat per wrt, the losses left in
+        gf.last_batch_loss (None: the batch is a loop here; an element wrt, or an empty
+        batch).  One batch at a time (the caller holds _batch_lock): a GradFn's batch
+        machines serve one batch."""
         if not self._whole or b < 2:
             return None
         g = self.gf.batch(self._batch_inputs(b, vals))

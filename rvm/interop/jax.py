@@ -19,10 +19,9 @@ The program runs on the host; its derivatives are rvm's:
   transpose, H being symmetric), so `jax.hessian` (jacfwd over jacrev), forward over
   reverse and reverse over reverse (`jax.jacrev(jax.grad(f))`) all work; third derivatives
   raise NotImplementedError;
-* `jax.vmap`: the host call gets the whole batch (every operand broadcast to it): the
-  gradients by rvm's batch mode (GradFn.batch: native code, rows spread over the cores),
-  the losses by rvm.run_batch; a loop of single calls where those do not apply (an element
-  wrt, a loss that is not an output).
+* `jax.vmap`: the host call gets the whole batch (every operand broadcast to it): rvm's
+  batch mode (GradFn.batch: native code, rows spread over the cores; the losses from the
+  same runs), a loop of single calls for an element wrt.
 
 Arguments and results use JAX's default float type: float32 unless `jax_enable_x64` is on
 (rvm computes in float64 and rounds the results to float32 then; turn x64 on for rvm's

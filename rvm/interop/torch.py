@@ -9,7 +9,7 @@ and rvm's adjoint gradient together, the gradient kept for backward), backward s
 gradient by the incoming gradient, and backward is itself differentiable through rvm's
 Hessian-vector product, so second derivatives (gradgradcheck, a Hessian) work too.  A leading
 batch dimension (any number of them) is one host call over the whole batch (Host.vg: rvm's
-batch mode, GradFn.batch and rvm.run_batch).  The tensors stay on the CPU; results take
+batch mode, GradFn.batch).  The tensors stay on the CPU; results take
 the inputs' dtype (use float64).
 """
 from __future__ import annotations
