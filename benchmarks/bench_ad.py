@@ -1,6 +1,7 @@
 """Gradient cost against the forward run, and the memory of the adjoint sweep (issue 3).
 
-    python benchmarks/bench_ad.py            # ratios + peak RSS at n = 10^3 and 10^7
+    python benchmarks/bench_ad.py            # ratios + peak RSS at n = 10^3 and 10^7 (gradient,
+                                             # tangent and Hessian modes)
     python benchmarks/bench_ad.py --quick    # smaller n, fewer repeats
 
 For each task: the forward run alone (values only) and the gradient (forward run + adjoint
@@ -81,26 +82,35 @@ def ratios(quick: bool) -> None:
 
 RSS_SCRIPT = """
 import resource, sys
+import numpy as np
 import rvm
-n = int(sys.argv[1])
-g = rvm.grad(sys.argv[2], of="x", wrt=["x", "one"], inputs={"n": n}, check_ancillas=False)
-assert g["one"] == n, g
+n, prog, mode = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+if mode == "gradient":
+    g = rvm.grad(prog, of="x", wrt=["x", "one"], inputs={"n": n}, check_ancillas=False)
+    assert g["one"] == n, g
+elif mode == "tangent":                          # rvm.jvp, native code
+    t = rvm.jvp(prog, {"n": n}, {"x": 0.0, "one": 1.0}, native=True)
+    assert t["x"] == n, t
+else:                                            # the full Hessian, native code
+    h = rvm.hessian(prog, of="x", wrt=["x", "one"], inputs={"n": n}, native=True)
+    assert not h.any(), h
 print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 """
 
 
 def rss(ns: list[int]) -> None:
     prog = str(ROOT / "programs" / "accumulate.rasm")
-    print("\npeak RSS of the accumulate gradient, each n in a fresh process:")
-    figures = []
-    for n in ns:
-        t0 = time.perf_counter()
-        out = subprocess.run([sys.executable, "-c", RSS_SCRIPT, str(n), prog], check=True,
-                             capture_output=True, text=True, cwd=ROOT).stdout
-        kib = int(out.split()[-1])
-        figures.append(kib)
-        print(f"  n = {n:>10,}: {kib / 1024:8.1f} MiB   ({time.perf_counter() - t0:.1f} s)")
-    print(f"  difference: {(figures[-1] - figures[0]) / 1024:+.1f} MiB")
+    for mode in ("gradient", "tangent", "hessian"):
+        print(f"\npeak RSS of the accumulate {mode}, each n in a fresh process:")
+        figures = []
+        for n in ns:
+            t0 = time.perf_counter()
+            out = subprocess.run([sys.executable, "-c", RSS_SCRIPT, str(n), prog, mode],
+                                 check=True, capture_output=True, text=True, cwd=ROOT).stdout
+            kib = int(out.split()[-1])
+            figures.append(kib)
+            print(f"  n = {n:>10,}: {kib / 1024:8.1f} MiB   ({time.perf_counter() - t0:.1f} s)")
+        print(f"  difference: {(figures[-1] - figures[0]) / 1024:+.1f} MiB")
 
 
 def main() -> None:
