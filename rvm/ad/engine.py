@@ -654,8 +654,35 @@ def jvp(program: Program | str | os.PathLike, inputs: Mapping[str, Any] | None,
 def hessian(program: Program | str | os.PathLike, of: str, wrt: str | Sequence[str],
             inputs: Mapping[str, Any] | None = None, **options: Any) -> np.ndarray:
     """The Hessian of `of` over the wrt cells flattened in order, shape (n, n)."""
+    if isinstance(program, Program) and options.keys() <= {"native"}:
+        h = _hessian_again(program, of, wrt, inputs, options.get("native"))
+        if h is not None:
+            return h
     return derivatives(program, of, wrt, inputs, gradient=False, hessian=True,
                        **options).hessian
+
+
+def _hessian_again(program: Program, of: str, wrt: str | Sequence[str],
+                   inputs: Mapping[str, Any] | None, native: bool | None) -> np.ndarray | None:
+    """A one-shot Hessian on this thread's machine of `program` whose runner an earlier call
+    made (resolved cells, paths checked): the core pass alone, which gives what
+    `derivatives` gives (its Hessian block takes the same pass); None when the general way
+    must run (the first call, inputs the core does not store, a trap, a non-finite value)."""
+    slot = oneshot.acquire(program, {}, "ad")
+    try:
+        runners = slot.machine.__dict__.get("_ad_runners")
+        r = runners.get((of, tuple(_wrt_list(wrt)))) if runners else None
+        if r is None or not getattr(r, "paths_checked", False) or not r.n:
+            return None
+        native_tangent.prepare(r.core, program, native)
+        seeds = r.__dict__.get("_eye")
+        if seeds is None:
+            seeds = r._eye = np.eye(r.n)
+        if not r.fast(inputs, seeds):
+            return None
+        return np.ascontiguousarray(r.h.T)
+    finally:
+        oneshot.release(slot)
 
 
 def hvp(program: Program | str | os.PathLike, of: str, wrt: str | Sequence[str],

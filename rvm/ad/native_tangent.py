@@ -52,6 +52,8 @@ def prepare(core: Any, program: Any, native: bool | None) -> str:
     """Install the program's tangent-mode native code on `core` (a Core of `program`) when
     it is ready, following `native` (see the module docstring); returns how the tangent
     modes will run: "native", "interpreted: why", "not compiled" or "off"."""
+    if native is not False and core.native_tangent:
+        return "native"                         # installed by an earlier call
     if native is False or (native is None and os.environ.get("RVM_NATIVE") == "0"):
         if core.native_tangent:
             core.set_native_tangent()
