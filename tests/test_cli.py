@@ -128,6 +128,7 @@ def test_bad_rbc_file(capsys, tmp_path):
 
 def test_ctrl_c_stops_a_runaway_run(tmp_path):
     """An endless loop without --max-steps is stopped by SIGINT with exit 130."""
+    import os
     import signal
     import subprocess
     import sys
@@ -140,7 +141,14 @@ def test_ctrl_c_stops_a_runaway_run(tmp_path):
     p = subprocess.Popen([sys.executable, "-m", "rvm.cli", "run", str(prog)],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    time.sleep(1.5)
+    # interrupt the run, not the start-up (import and assembly take ~0.5 CPU seconds): wait
+    # until the child has used 2.5 CPU seconds, however loaded the machine is
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and p.poll() is None:
+        fields = open(f"/proc/{p.pid}/stat").read().rsplit(")", 1)[1].split()
+        if (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK") >= 2.5:
+            break
+        time.sleep(0.1)
     p.send_signal(signal.SIGINT)
     try:
         out, err = p.communicate(timeout=10)
