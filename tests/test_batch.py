@@ -117,3 +117,19 @@ def test_run_batch_reports_a_trapping_row_and_keeps_the_others():
     assert e.lane == 2 and list(e.errors) == [2]
     assert isinstance(e.errors[2], rvm.errors.DomainError)
     assert e.results["y"][:2].tolist() == [8.0, 12.0] and np.isnan(e.results["y"][2])
+
+
+def test_threads_sharing_one_grad_fn_may_batch_at_once():
+    """Batches on one GradFn from several threads take turns (they share its batch
+    machines): every thread gets the serial result bit for bit."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    prog = rvm.assemble("programs/petersen.rasm")
+    f = rvm.grad_fn(prog, of="loss", wrt="x")
+    rng = np.random.default_rng(11)
+    batches = [rng.standard_normal((40, 40)) for _ in range(6)]
+    serial = rvm.grad_fn(prog, of="loss", wrt="x", native=False)
+    want = [np.array([serial({"x": x})["x"] for x in X]).tobytes() for X in batches]
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda X: f.batch({"x": X}, threads=2)["x"].tobytes(), batches))
+    assert got == want

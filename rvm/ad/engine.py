@@ -730,6 +730,9 @@ class GradFn(_core.GradFnBase):
         self._choice = native
         self._lanes = threading.local()                 # .fn: the calling thread's GradFn
         self._lanes_lock = threading.Lock()
+        # batches on one GradFn take turns: they share its batch machines (and each batch
+        # already spreads its rows over the cores)
+        self._batch_lock = threading.Lock()
         self.countdown = -1 if native is False or os.environ.get("RVM_NATIVE") == "0" \
             else self.NATIVE_AFTER
         if native is False:
@@ -868,7 +871,13 @@ class GradFn(_core.GradFnBase):
         `threads` threads (default: the machine's cores, at most one per 64 rows), each on a
         machine of its own (made on first use and kept).  A row the native code hands back
         runs interpreted; one that traps raises BatchError naming its row (lane) with the
-        error, and carries every other row's result (the failed rows' values are nan)."""
+        error, and carries every other row's result (the failed rows' values are nan).
+        Threads sharing one GradFn may call batch at once: the calls take turns, and
+        `last_batch_loss` is then the losses of whichever batch ended last."""
+        with self._batch_lock:
+            return self._batch(inputs, threads)
+
+    def _batch(self, inputs: Mapping[str, Any], threads: int | None) -> dict[str, Any]:
         from .. import native
         batch_rows, shared, B = split_batch(self.program, inputs)
         n = self.runner.n
