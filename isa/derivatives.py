@@ -38,11 +38,11 @@ from dataclasses import dataclass
 from .expr import to_c_dual
 from .functions import FN1, FN2
 from .table import OPS, Op, positive_family
-from .types import FIXED, FLOAT
+from .types import FIXED, FLOAT, LNS
 
-DIFFERENTIABLE = (FIXED, FLOAT)
+DIFFERENTIABLE = (FIXED, LNS, FLOAT)   # lns: the derivative of the value it represents
 
-KINDS = ("none", "update", "neg", "swap", "rot", "move", "scope")
+KINDS = ("none", "update", "neg", "swap", "rot", "move", "scope", "scale")
 
 
 @dataclass(frozen=True)
@@ -95,6 +95,9 @@ def rule_for(op: Op) -> Rule | None:
     if fam in ("rot", "irot"):
         return Rule("rot", sign)
     base = positive_family(op)
+    if op.types[0] == LNS:                           # y *= a or y *= lns(x): multiplicative
+        da = op.types[-1] in DIFFERENTIABLE
+        return Rule("scale", sign, ("a",) if da else ())
     if base == "addi":
         return Rule("update", sign)                   # y += immediate: nothing flows
     if base == "addfn":
@@ -155,6 +158,10 @@ def rule_doc(op: Op) -> str:
             terms.append(("- " if minus else "+ ") + term if terms else
                          ("-" if minus else "") + term)
         return f"y' {s}= " + " ".join(terms)
+    if rule.kind == "scale":
+        g = "a" if rule.sign > 0 else "1/a"
+        return (f"y' = {g} y'" + (f" {s} y a'/a (y the result)" if rule.args else "")
+                + " (lns: the represented value)")
     return {"neg": "y' = -y'", "swap": "duals exchanged",
             "rot": f"(x', y') <- R({s}t)(x', y') {s} t' J (x, y), (x, y) the rotated values",
             "move": "the dual moves with the value", "scope": "duals zero (checked at release)"

@@ -4,9 +4,14 @@
 # ---- differentiation rules (isa/derivatives.py; docs/ad.md) ------------------------------------
 
 cdef inline double real_of(i64 w, int ty, int F) noexcept nogil:
-    """The real value of a float or fixed cell (the unit its duals are measured in)."""
+    """The real value of a cell (the unit a float, fixed or lns cell's duals are measured in;
+    an int cell's value is a constant factor of an lns scale rule)."""
     if ty == TY_FLOAT:
         return rvm_w2f(w)
+    if ty == TY_LNS:
+        return rvm_lns_to_real(w, F)
+    if ty == TY_INT:
+        return <double>w
     return ldexp(<double>w, -F)
 
 
@@ -114,6 +119,13 @@ cdef void ad_rule(VM* vm, int op, i64* c, i64* p1, i64* p2, i64* p3, i64* mem, i
         n = rvm_partials(pf, dx[0], dx[1], &dd[0], &dd[1])
         ad_bad(vm, rvm_ad_update(s, n, dd, tan_on, adj_on, &T[iy], &T[ia], &T[ib], &A[iy],
                                  &A[ia], &A[ib], &AT[iy], &AT[ia], &AT[ib]), pc)
+    elif kind == ADK_SCALE:                    # lns y *= a^s (rvm_ad_scale)
+        iy = p1 - mem
+        ia = p2 - mem
+        sty = CVT_SRC[op] if CVT_SRC[op] >= 0 else ty     # an int x: a constant factor
+        ad_bad(vm, rvm_ad_scale(s, real_of(mem[ia], sty, vm.F), sty != TY_INT,
+                                real_of(mem[iy], ty, vm.F), tan_on, adj_on, &T[iy], &T[ia],
+                                &A[iy], &A[ia], &AT[iy], &AT[ia]), pc)
     elif kind == ADK_NEG:
         iy = p1 - mem
         if tan_on:

@@ -1,5 +1,5 @@
 /* The differentiation rules, one inline function per rule kind of isa/derivatives.py (KINDS:
-   update, neg, swap, rot, move, scope).  The interpreter (rvm/_ad.pxi: ad_rule, ad_inline,
+   update, neg, swap, rot, move, scope, scale).  The interpreter (rvm/_ad.pxi: ad_rule, ad_inline,
    ad_rot), the loop kernels (rvm/_kernels.pxi: run_reduce's register path) and the native
    code (rvm/native/codegen.py: rule()) all call these, so their derivatives agree bit for
    bit.  Hand-written: the rules follow from isa/derivatives.py.
@@ -71,6 +71,46 @@ RVM_AD int rvm_ad_update(double s, int n, const rvm_dual* dd, int tan_on, int ad
                 bad += !isfinite(*atx[k]);
             }
         }
+    }
+    return bad;
+}
+
+/* scale: an lns update y *= g with g = a^e (mul, div, and y *= lns(x) from a fixed, float or
+   int x), e the executed sign; the duals are those of the represented real values.  av is
+   the source's value (the factor's base), yv the value of y now (after the step); da: the
+   source is differentiable (else ta, aa, ata are not read: the factor is a constant).
+   Tangent (either direction): y' = g y' + e yv a'/av.  Adjoint sweep: the executed step is
+   the inverse of the forward y_new = y_old h, h = a^-e, y_old = yv: abar += ybar c with
+   c = dy_new/da = -e yv h/av, then ybar = h ybar; with tangents, the derivatives of both
+   along the tangent (yv' = the tangent of y now, the tangent rule having run first). */
+RVM_AD int rvm_ad_scale(double e, double av, int da, double yv, int tan_on, int adj_on,
+                        double* ty, double* ta, double* ay, double* aa, double* aty,
+                        double* ata)
+{
+    int bad = 0;
+    double g = e > 0 ? av : 1.0 / av, h = e > 0 ? 1.0 / av : av;
+    double tav = (tan_on && da) ? *ta : 0.0;
+    if (tan_on) {
+        *ty = g * *ty + (tav != 0.0 ? e * yv * tav / av : 0.0);
+        bad += !isfinite(*ty);
+    }
+    if (adj_on) {
+        double yb = *ay, ybt = tan_on ? *aty : 0.0;
+        if (da) {
+            double c = -e * yv * h / av;
+            if (yb != 0.0) {
+                *aa += yb * c;
+                bad += !isfinite(*aa);
+            }
+            if (tan_on && (ybt != 0.0 || yb != 0.0)) {
+                double ct = -e * h / av * (*ty - (e + 1.0) * yv * tav / av);
+                *ata += ybt * c + yb * ct;
+                bad += !isfinite(*ata);
+            }
+        }
+        *ay = h * yb;
+        if (tan_on)
+            *aty = h * (ybt - e * yb * tav / av);
     }
     return bad;
 }

@@ -11,6 +11,7 @@ cdef extern from "_arith.h" nogil:
         AK_DOMAIN
         AK_RANGE
     double rvm_w2f(i64 w)
+    double rvm_lns_to_real(i64 w, int F)
     i64 rvm_f2w(double d)
     i64 rvm_fixed_mul(i64 a, i64 b, int F)
     int rvm_fixed_div(i64 a, i64 b, int F, i64* out)
@@ -36,7 +37,7 @@ cdef extern from "_abi.h" nogil:
     enum:
         MODE_G, MODE_L, MODE_P, MODE_X, MODE_N
         TY_INT, TY_FIXED, TY_LNS, TY_FLOAT
-        ADK_NONE, ADK_UPDATE, ADK_NEG, ADK_SWAP, ADK_ROT, ADK_MOVE, ADK_SCOPE
+        ADK_NONE, ADK_UPDATE, ADK_NEG, ADK_SWAP, ADK_ROT, ADK_MOVE, ADK_SCOPE, ADK_SCALE
         RVM_NATIVE_DONE, RVM_NATIVE_BAIL, RVM_NATIVE_STOPPED
 
 cdef extern from "_isa.h" nogil:
@@ -54,6 +55,8 @@ cdef extern from "_adrules.h" nogil:
     # the differentiation rules, one function per rule kind, shared with the native code
     void rvm_ad_one(double s, double src, double* dst)
     int rvm_ad_mul(double s, double va, double vb, double yb, double* aa, double* ab)
+    int rvm_ad_scale(double e, double av, int da, double yv, int tan_on, int adj_on,
+                     double* ty, double* ta, double* ay, double* aa, double* aty, double* ata)
     void rvm_ad_neg(double* d)
     void rvm_ad_swap(double* x, double* y)
     void rvm_ad_push(double* cell, double* slot)

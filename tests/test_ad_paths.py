@@ -122,8 +122,8 @@ func main() {
 
 
 def test_a_log_number_path_is_never_a_silent_zero():
-    # the issue's example: y = x through an lns cell.  Either lns cells carry derivatives
-    # (the gradient is 1) or the path is reported; never a gradient of 0 without a word.
+    # the issue's example: y = x through an lns cell, which carries the derivative of its
+    # value: the gradient is 1; through an int cell the path is reported, never a silent 0
     src = """\
 .fixed 16
 input x: fixed = 3.0
@@ -136,11 +136,13 @@ func main() {
 }
 """
     g, found = gradient_and_warnings(src, "y", ["x"], {"x": 3.0})
-    from isa.types import LNS
-    if LNS in DIFFERENTIABLE:
-        assert abs(g["x"] - 1.0) < 1e-3
-    else:
-        assert found and "through lns cell l, converted from x" in found[0]
+    # lns cells carry the derivative of their value (docs/ad.md): no warning, dy/dx = 1
+    assert abs(g["x"] - 1.0) < 1e-9 and found == []
+    # ... and through an int cell the path is still reported
+    through_int = src.replace("global l: lns", "global l: lns\nglobal k: int").replace(
+        "    y += fixed(l)\n", "    k += int(l)\n    y += fixed(k)\n    k -= int(l)\n")
+    g, found = gradient_and_warnings(through_int, "y", ["x"], {"x": 3.0})
+    assert g["x"] == 0.0 and found and "through int cell k, converted from l" in found[0]
 
 
 @pytest.mark.parametrize("path", sorted(glob.glob("programs/**/*.rasm", recursive=True)))

@@ -1,6 +1,7 @@
 """The NiLang paper's examples in programs/: values against references, gradients, round trips.
 
-besselj.rasm, besselj_rec.rasm, besselj_fixed.rasm, norm.rasm, umm.rasm, qr.rasm, petersen.rasm, petersen3.rasm
+besselj.rasm, besselj_rec.rasm, besselj_fixed.rasm, norm.rasm, umm.rasm, qr.rasm, petersen.rasm, petersen3.rasm,
+lns_exp.rasm
 """
 import math
 import sys
@@ -416,3 +417,22 @@ def test_train_petersen_driver(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "k = 3  step     10  loss = " in out and "k = 4  step     20" in out
     assert png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_nilang_i_exp_through_log_numbers():
+    """NiLang's i_exp: exp(x) as a Taylor series whose terms x^k/k! are lns cells; NiLang
+    expects d/dx ~ exp(3.5).  The derivative flows through the lns cells (docs/ad.md),
+    interpreted and native alike, and so does the second derivative."""
+    prog = load("lns_exp.rasm")
+    e = math.exp(3.5)
+    d = derivatives(prog, "y", ["x"], {"x": 3.5}, hessian=True)
+    assert d.value == pytest.approx(e, rel=1e-10)
+    assert d.gradient["x"] == pytest.approx(e, rel=1e-10)
+    assert d.hessian[0][0] == pytest.approx(e, rel=1e-9)
+    assert rvm.jvp(prog, {"x": 3.5}, {"x": 1.0})["y"] == pytest.approx(e, rel=1e-10)
+    from rvm import native
+    if native.compiler() is not None:
+        f = rvm.grad_fn(prog, of="y", wrt="x", native=True)
+        g = [f({"x": 3.5}) for _ in range(2)]
+        assert f.native.startswith("native") and f.runner.core.native_bails == 0
+        assert g[1]["x"] == d.gradient["x"]           # bit for bit the interpreter's

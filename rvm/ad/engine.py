@@ -60,7 +60,7 @@ FLOAT, INT = NumType.FLOAT, NumType.INT
 
 
 class NotDifferentiable(RVMError, ValueError):
-    """A loss or input that has no derivative: an int or lns cell, or not a global."""
+    """A loss or input that has no derivative: an int cell, or not a global."""
 
 
 class NonFiniteDerivative(RVMError, ArithmeticError):
@@ -170,8 +170,8 @@ def resolve(m: Machine, name: str, what: str) -> Cell:
                                 f"(the globals are: {known})")
     if g.type not in DIFFERENTIABLE:
         raise NotDifferentiable(
-            f"{what} {base!r} is an {TYPE_NAMES[g.type]} cell: only float and fixed cells have "
-            "derivatives (int and lns values are not differentiable)")
+            f"{what} {base!r} is an {TYPE_NAMES[g.type]} cell: only float, fixed and lns cells "
+            "have derivatives (int values are not differentiable)")
     if index is not None:
         if g.length is None:
             raise NotDifferentiable(f"{what} {name!r}: {base} is not an array")

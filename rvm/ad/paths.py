@@ -1,11 +1,11 @@
 """Where the loss depends on a wrt value through a cell that carries no derivative.
 
-Derivatives flow through float and fixed cells only (isa/derivatives.py, DIFFERENTIABLE).  A
-conversion `k += int(x)` of a differentiable x into an int cell is a constant increment for AD:
-if k then feeds the loss, part of the loss's dependence on x is invisible to the gradient, and
-the gradient comes back too small (often exactly 0) with nothing to show for it.  This module
-finds such paths before a gradient is computed, so the engine can warn (or, with strict=True,
-refuse): `lossy_paths(program, of, wrt)`.
+Derivatives flow through float, fixed and lns cells only (isa/derivatives.py,
+DIFFERENTIABLE).  A conversion `k += int(x)` of a differentiable x into an int cell is a
+constant increment for AD: if k then feeds the loss, part of the loss's dependence on x is
+invisible to the gradient, and the gradient comes back too small (often exactly 0) with
+nothing to show for it.  This module finds such paths before a gradient is computed, so the
+engine can warn (or, with strict=True, refuse): `lossy_paths(program, of, wrt)`.
 
 The analysis is a static value-flow graph over the program, an over-approximation:
 * a location is a global or constant cell, a local or parameter of a function, the value

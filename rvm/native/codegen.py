@@ -43,7 +43,7 @@ from isa.derivatives import (
 )
 from isa.program import MODE_G, MODE_L, MODE_N, MODE_P, MODE_X
 from isa.table import INVERSE, OPS
-from isa.types import FLOAT, LNS
+from isa.types import FLOAT, INT, LNS
 
 # the return codes of the generated functions and the state they run on are rvm/_abi.h's,
 # generated from isa/cgen.py; ABI, the hash of that header, is the library's rvm_native_abi()
@@ -496,8 +496,15 @@ class _Fn:
         return out
 
     def real(self, ref: Ref, t) -> str:
-        """real_of in rvm/_ad.pxi: the value a float or fixed cell's duals are measured in."""
-        return ref.fv() if t == FLOAT else f"ldexp((double){ref.val}, -{self.F})"
+        """real_of in rvm/_ad.pxi: the value a float, fixed or lns cell's duals are measured
+        in (an int's: a constant factor of an lns scale rule)."""
+        if t == FLOAT:
+            return ref.fv()
+        if t == LNS:
+            return f"rvm_lns_to_real({ref.val}, {self.F})"
+        if t == INT:
+            return f"((double){ref.val})"
+        return f"ldexp((double){ref.val}, -{self.F})"
 
     def rule(self, op, c, P, pc: int) -> list[str]:
         """The adjoint rule of the executed row: a call of its kind's function in
@@ -532,6 +539,12 @@ class _Fn:
                    f"rvm_ad_update({s}.0, np, dd, 0, 1, 0, 0, 0, &{D[0]}, &{D[1]}, &{D[ib]}, "
                    "0, 0, 0); }"]
             return out
+        if rule.kind == "scale":                # lns y *= a^s
+            sty = op.types[-1]
+            da = sty != INT
+            return [f"rvm_ad_scale({s}.0, {self.real(P[1], sty)}, {int(da)}, "
+                    f"{self.real(P[0], t)}, 0, 1, 0, 0, &{D[0]}, {f'&{D[1]}' if da else '0'}, "
+                    "0, 0);"]
         if rule.kind == "neg":
             return [f"rvm_ad_neg(&{D[0]});"]
         if rule.kind == "swap":

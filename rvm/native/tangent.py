@@ -20,7 +20,7 @@ from __future__ import annotations
 from isa.derivatives import PF_FN1, PF_FN2, PF_MUL, PF_NONE, PF_ONE, RULES, partials, pf_id
 from isa.expr import to_c_dual
 from isa.functions import FN1, FN2
-from isa.types import FLOAT
+from isa.types import FLOAT, INT
 
 from .codegen import PRELUDE, Unsupported, _Fn, functions
 
@@ -87,6 +87,14 @@ class _TanFn(_Fn):
                    f"rvm_ad_update({s}.0, np, dd, 1, {int(adj)}, &{T[0]}, &{T[1]}, &{T[ib]}, "
                    f"{', '.join(ad)}); }}"]
             return [" ".join(out)]
+        if rule.kind == "scale":                # lns y *= a^s
+            sty = op.types[-1]
+            da = sty != INT
+            ad = [f"&{A[0]}", f"&{A[1]}" if da else "0", f"&{E[0]}", f"&{E[1]}" if da else "0"] \
+                if adj else ["0"] * 4
+            return [f"rvm_ad_scale({s}.0, {self.real(P[1], sty)}, {int(da)}, "
+                    f"{self.real(P[0], t)}, 1, {int(adj)}, &{T[0]}, "
+                    f"{f'&{T[1]}' if da else '0'}, {', '.join(ad)});"]
         if rule.kind in ("neg", "swap"):
             arrs = [T] + ([A, E] if adj else [])
             if rule.kind == "neg":
@@ -229,6 +237,25 @@ class _LaneFn(_TanFn):
                                f"dd[{k}].t != 0.0)) ? {s}.0 * ((abt != 0.0 ? dd[{k}].v * abt : "
                                f"0.0) + (ab != 0.0 ? dd[{k}].t * ab : 0.0)) : 0.0);")
             out.append("} }")
+            return [" ".join(out)]
+        if rule.kind == "scale":                # lns y *= a^s: rvm_ad_scale per lane
+            sty = op.types[-1]
+            da = sty != INT
+            out = [f"{{ const double av = {self.real(P[1], sty)}, yv = {self.real(P[0], t)}; "
+                   f"double* ty = {T[0]}; double* ta = {T[1] if da else '0'};"]
+            if adj:
+                out.append(f"double* ey = {E[0]}; double* ea = {E[1] if da else '0'}; "
+                           f"const double yb0 = {A[0]}, aa0 = {A[1] if da else '0.0'};")
+            lane = (f"double yb = yb0, aa = aa0; rvm_ad_scale({s}.0, av, {int(da)}, yv, 1, 1, "
+                    f"&ty[j], {'&ta[j]' if da else '0'}, &yb, &aa, &ey[j], "
+                    f"{'&ea[j]' if da else '0'});") if adj else \
+                (f"rvm_ad_scale({s}.0, av, {int(da)}, yv, 1, 0, &ty[j], "
+                 f"{'&ta[j]' if da else '0'}, 0, 0, 0, 0);")
+            out.append(f"{LANES} {{ {lane} }}")
+            if adj:                             # the one adjoint, once (as without tangents)
+                out.append(f"rvm_ad_scale({s}.0, av, {int(da)}, yv, 0, 1, 0, 0, &{A[0]}, "
+                           f"{f'&{A[1]}' if da else '0'}, 0, 0);")
+            out.append("}")
             return [" ".join(out)]
         if rule.kind == "neg":
             out = [f"{{ double* p = {T[0]}; {LANES} p[j] = -p[j]; }}"]
