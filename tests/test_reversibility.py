@@ -1,6 +1,10 @@
 """Property: random programs of int, fixed and lns instructions, branches, loops, calls and
 uncalls, run forward and then backward, restore every cell bit for bit -- also when the
-forward run stops at a trap halfway."""
+forward run stops at a trap halfway.
+
+Besides hand-picked statements (expressions, arrays), the programs draw any data instruction
+of the table (isa/table.py) on int, fixed and lns cells, written in its own syntax
+(`table_stmt`): a new instruction is exercised here without an edit to this file."""
 from __future__ import annotations
 
 import numpy as np
@@ -8,11 +12,18 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import rvm
+from isa.cgen import has_body
+from isa.functions import CMP_SYMBOLS, FN1, FN2
+from isa.table import OPS
+from isa.types import FIXED, INT, LNS
 from rvm.errors import StepLimit, Trap
 
 INTS = ["i0", "i1", "i2", "i3"]
 FIXEDS = ["x0", "x1", "x2", "x3"]
 LNSS = ["l0", "l1", "l2"]
+POOLS = {INT: INTS, FIXED: FIXEDS, LNS: LNSS}
+# every data instruction of the table whose cells are int, fixed or lns
+TABLE_OPS = [op for op in OPS if has_body(op) and all(t in POOLS for t in op.types)]
 
 HEADER = """
 .fixed 24
@@ -96,11 +107,87 @@ def lns_stmt(draw):
 
 
 @st.composite
+def table_stmt(draw, write=(INT, FIXED, LNS), avoid=()):
+    """A data instruction of the table, drawn from TABLE_OPS, on distinct cells of its operand
+    types, written with its syntax; it writes only cells of the types `write`, none of `avoid`."""
+    ops = [op for op in TABLE_OPS
+           if all(op.operand_types[k] in write for k, kind in enumerate(op.operands) if kind == "y")]
+    op = draw(st.sampled_from(ops))
+    used: set[str] = set()
+    args, fn = [], ""
+    for k, kind in enumerate(op.operands):
+        t = op.operand_types[k]
+        if kind in ("y", "a"):
+            pool = [c for c in POOLS[t] if c not in used and (kind == "a" or c not in avoid)]
+            args.append(draw(st.sampled_from(pool)))
+            used.add(args[-1])
+        elif kind == "imm":
+            args.append(str(draw(st.integers(-1000, 1000))) if t == INT else "0.75")
+        elif kind == "k":
+            args.append(str(draw(st.integers(0, 63))))
+        elif kind == "fn":
+            table = FN2 if op.family.endswith("fn2") else FN1
+            fn = draw(st.sampled_from([f.name for f in table if op.types[0] in f.types]))
+            args.append("")
+        else:
+            assert kind == "cc", (op.name, kind)
+            args.append("")
+    cond = ""
+    if "cc" in op.operands:
+        a, b = [args[k] for k, kind in enumerate(op.operands) if kind == "a"]
+        cond = f"{a} {draw(st.sampled_from(sorted(CMP_SYMBOLS.values())))} {b}"
+    return op.syntax.format(*args, fn=fn, cond=cond)
+
+
+def test_the_table_statements_cover_the_table():
+    """TABLE_OPS is every int/fixed/lns data instruction, and each assembles to itself."""
+    names = {op.name for op in TABLE_OPS}
+    assert {"cswap.i", "mul.l", "cvt.lx", "xorcmp.il", "addfn2.i", "rotl.i"} <= names
+    seen = set()
+    for op in TABLE_OPS:
+        src = HEADER + "func main() {\n    " + _example(op) + "\n}\n"
+        code = rvm.assemble(src).code
+        ran = {OPS[int(r[0])].name for r in code}
+        assert op.name in ran, (op.name, _example(op))
+        seen.add(op.name)
+    assert seen == names
+
+
+def _example(op) -> str:
+    """One fixed statement of op (the first cells of each pool, in order)."""
+    used: list[str] = []
+    args, fn = [], ""
+    for k, kind in enumerate(op.operands):
+        t = op.operand_types[k]
+        if kind in ("y", "a"):
+            args.append(next(c for c in POOLS[t] if c not in used))
+            used.append(args[-1])
+        elif kind == "imm":
+            args.append("5" if t == INT else "0.75")
+        elif kind == "k":
+            args.append("3")
+        elif kind == "fn":
+            table = FN2 if op.family.endswith("fn2") else FN1
+            fn = next(f.name for f in table if op.types[0] in f.types)
+            args.append("")
+        else:
+            args.append("")
+    cond = ""
+    if "cc" in op.operands:
+        a, b = [args[k] for k, kind in enumerate(op.operands) if kind == "a"]
+        cond = f"{a} < {b}"
+    return op.syntax.format(*args, fn=fn, cond=cond)
+
+
+@st.composite
 def block(draw, depth=0):
     out = []
     for _ in range(draw(st.integers(1, 5))):
-        kind = draw(st.sampled_from(["int", "int", "fixed", "fixed", "lns", "ctl"]))
-        if kind == "int":
+        kind = draw(st.sampled_from(["int", "int", "fixed", "fixed", "lns", "table", "table",
+                                     "ctl"]))
+        if kind == "table":
+            out.append(draw(table_stmt()))
+        elif kind == "int":
             out.append(draw(int_stmt()))
         elif kind == "fixed":
             out.append(draw(fixed_stmt()))
@@ -119,7 +206,8 @@ def control(draw, depth):
         # the branches write only cells outside the condition, so `fi` repeats it
         p, q = _two(draw, INTS)
         cmp = draw(st.sampled_from(["<", "<=", "==", "!=", ">", ">="]))
-        safe = lambda: ["    " + draw(st.one_of(int_stmt(avoid=(p, q)), fixed_stmt(write_ints=False)))  # noqa: E731
+        safe = lambda: ["    " + draw(st.one_of(int_stmt(avoid=(p, q)), fixed_stmt(write_ints=False),  # noqa: E731
+                                                   table_stmt(avoid=(p, q))))
                         for _ in range(draw(st.integers(1, 3)))]
         text = [f"if {p} {cmp} {q} {{", *safe()]
         if kind == "ifelse":
@@ -137,7 +225,8 @@ def control(draw, depth):
         return [f"{kind} ff({a}, {b}, {c})"]
     # push zeroes a; the body must leave it zero for the pop, so it writes no int cell
     a = draw(st.sampled_from(INTS))
-    rest = [draw(st.one_of(fixed_stmt(write_ints=False), lns_stmt()))
+    rest = [draw(st.one_of(fixed_stmt(write_ints=False), lns_stmt(),
+                           table_stmt(write=(FIXED, LNS))))
             for _ in range(draw(st.integers(0, 3)))]
     return [f"push {a}", *["    " + s for s in rest], f"pop {a}"]
 
