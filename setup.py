@@ -31,7 +31,7 @@ core = Extension(
     depends=["rvm/_abi.h", "rvm/_arith.h", "rvm/_dual.h", "rvm/_deriv.h", "rvm/_isa.h",
              "rvm/_adrules.h",
              "rvm/_opcodes.pxi", "rvm/_decls.pxi", "rvm/_operands.pxi", "rvm/_ad.pxi",
-             "rvm/_kernels.pxi", "rvm/_calls.pxi", "rvm/_validate.pxi", "rvm/_native.pxi",
+             "rvm/_kernels.pxi", "rvm/_calls.pxi", "rvm/_native.pxi",
              "rvm/_gradfast.pxi", "rvm/_batch.pxi",
              "rvm/_vm_run.pxi.in", "rvm/_vm_run.pxi"],
     include_dirs=[numpy.get_include(), os.path.join(HERE, "rvm")],

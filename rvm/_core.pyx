@@ -7,9 +7,9 @@ trap, at a program boundary, when the step budget is used up, or at a `trace` in
 rare path: Python reports the trace and resumes).  Traps leave every cell unchanged and record a
 code plus a few words; rvm/machine.py turns them into the named exceptions of rvm/errors.py.
 
-Constructing a Core checks the Program for everything the loop relies on to stay inside its
-buffers (operand words, side-table indices, jump targets, constant cells never written), so no
-Program can crash the interpreter.  What still goes wrong at run time is a BytecodeTrap.
+Constructing a Core checks the Program with the bytecode verifier (isa/verify.py) for
+everything the loop relies on to stay inside its buffers (operand words, side-table indices,
+jump targets, constant cells never written), so no Program can crash the interpreter.  What still goes wrong at run time is a BytecodeTrap.
 """
 from libc.stdint cimport int64_t, uint64_t, uint8_t, INT64_MIN, INT64_MAX, UINT64_MAX
 from libc.string cimport memset, memcpy
@@ -21,7 +21,7 @@ import numpy as np
 cimport numpy as cnp
 
 from isa.derivatives import KINDS, RULES, pf_id
-from isa.functions import FN1, FN2
+from isa.verify import _Verifier
 from isa.cgen import distinct_pairs, has_body, operand_names
 from isa.table import INVERSE, LAW_ADD, OPS, ROW_WIDTH, positive_family
 from isa.types import FLOAT, INT
@@ -43,7 +43,6 @@ include "_ad.pxi"         # the AD rules (ad_rule, ad_inline, ad_rot, ad_apply)
 include "_kernels.pxi"    # loop kernels (run_kernel, run_reduce, run_induct)
 include "_calls.pxi"      # calls, returns and frames
 include "_vm_run.pxi"     # the dispatch loop (generated from rvm/_vm_run.pxi.in)
-include "_validate.pxi"   # validation: what the loop relies on
 
 
 # ---- the Python-facing core --------------------------------------------------------------------
@@ -84,6 +83,7 @@ cdef class Core:
     cdef list _keep                        # buffers the VM points into
     cdef object _brk                       # breakpoint flags and watch buffers the VM uses
     cdef object _watch
+    cdef object _verifier                  # isa.verify's checker of this program (resolve)
     cdef object _duals                     # (tan, adj, adjt) over mem and over the value stack
     cdef object _kernels
     cdef native_fn nat_fwd                 # Core.gradient's native code (set_native) or NULL
@@ -117,7 +117,10 @@ cdef class Core:
             raise ValueError("stack_cells and frame_cells must be >= 0, max_depth >= 1")
         self.program = program
         n_globals, n_static = program.n_globals, program.n_static
-        problems = validate(program, n_static, n_globals)
+        # the one bytecode verifier (isa/verify.py): everything the loop relies on to stay
+        # inside its buffers, and more; kept to check operand words later (resolve)
+        self._verifier = _Verifier(program, machine=True)
+        problems = self._verifier.run()
         if problems:
             raise InvalidBytecode("the program cannot run", problems)
         memset(&self.vm, 0, sizeof(VM))
@@ -1147,15 +1150,14 @@ cdef class Core:
         if level < 0:
             level = vm.depth - 1
         # the word may come from anywhere (a debugger): check it like the loop's own operands
-        ck = _Checker(self.program, vm.n_static, vm.const_lo)
         if not 0 <= level < vm.depth:
             if (word & 7) != MODE_G:
                 raise IndexError("no frame to decode the operand in")
-            ck.cell(None, None, word, False, "operand")
+            problem = self._verifier.cell(-1, word, False)[0]
         else:
-            ck.cell(None, self.program.functions[vm.fr_func[level]], word, False, "operand")
-        if ck.problems:
-            raise ValueError(ck.problems[0])
+            problem = self._verifier.cell(vm.fr_func[level], word, False)[0]
+        if problem:
+            raise ValueError(f"operand: {problem}")
         if not 0 <= level < vm.depth:
             fpm = pa = vm.mem
         else:

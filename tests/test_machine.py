@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from isa.arith import f2w, fixed_from_real
 from isa.types import FIXED, FLOAT, INT, LNS
+from isa.verify import check
 from rvm.errors import InvalidBytecode, RVMError, StepLimit
 from rvm.machine import Machine, TraceEvent, UnknownName, format_instruction
 from rvm.values import ValueEncodingError
@@ -420,26 +421,32 @@ def _broken(mutate) -> None:
 
 @pytest.mark.parametrize("mutate, text", [
     (lambda p: p.code.__setitem__((2, 0), 999), "opcode"),
-    (lambda p: p.code.__setitem__((2, 1), (7 << 3) | 1), "local offset"),        # L beyond frame
+    (lambda p: p.code.__setitem__((2, 1), (7 << 3) | 1),
+     "L offset 7 is outside the frame of 'rfib'"),
     (lambda p: p.code.__setitem__((2, 1), (5 << 3) | 2), "parameter"),           # P beyond params
     (lambda p: p.code.__setitem__((1, 2), (99 << 3) | 0), "address"),            # G beyond static
-    (lambda p: p.code.__setitem__((2, 1), (2 << 3) | 0), "global"),              # write a constant
+    (lambda p: p.code.__setitem__((2, 1), (2 << 3) | 0), "writes constant 'two'"),
     (lambda p: p.code.__setitem__((2, 1), (1 << 3) | 2), "not declared written"),
     (lambda p: p.code.__setitem__((2, 1), (0 << 3) | 4), "length"),              # write an N
     (lambda p: p.code.__setitem__((2, 1), (3 << 3) | 3), "xtab"),
     (lambda p: p.code.__setitem__((2, 1), 6), "mode"),
-    (lambda p: p.code.__setitem__((5, 4), 30), "target"),                        # jmp elsewhere
+    (lambda p: p.code.__setitem__((5, 4), 30), "pc 30 is outside the code"),     # jmp elsewhere
     (lambda p: p.code.__setitem__((5, 4), 7), "not a join"),
-    (lambda p: p.code.__setitem__((7, 1), 50), "call site"),
+    (lambda p: p.code.__setitem__((7, 1), 50), "callsite index 50 is out of range"),
     (lambda p: p.callsites[0].args.pop(), "arguments"),
     (lambda p: p.code.__setitem__((5, 1), 9), "condition"),
-    (lambda p: setattr(p, "main", 7), "entry"),
+    (lambda p: setattr(p, "main", 7), "main 7 is not a function index"),
     (lambda p: p.code.__setitem__((0, 1), 1), "begin"),
 ])
 def test_invalid_programs_are_rejected(mutate, text):
+    """The machine refuses with the diagnostics of the one bytecode verifier (isa/verify.py),
+    the same problems `rvm check`/`verify` and the .rbc loader report."""
     with pytest.raises(InvalidBytecode) as e:
         _broken(mutate)
     assert text in str(e.value)
+    p = rfib_program()
+    mutate(p)
+    assert e.value.problems == check(p, machine=True)
 
 
 # ---- no program that passes construction can crash the interpreter -----------------------------
