@@ -58,7 +58,7 @@ def sized(text: str, lengths: dict[str, int], consts: dict[str, int] | None = No
     return out
 
 
-@lru_cache(maxsize=64)
+@lru_cache(maxsize=4)
 def program(name: str, lengths: tuple = (), consts: tuple = ()) -> rvm.Program:
     """programs/gradbench/NAME.rasm assembled at the given sizes (cached)."""
     path = PROGRAMS / f"{name}.rasm"
@@ -73,6 +73,10 @@ def _grad(prog: rvm.Program, of: str, wrt: tuple[str, ...], native: bool) -> Any
     """One GradFn per program, output and inputs (native: compiled now)."""
     key = (id(prog), of, wrt, native)
     if key not in _GRADS:
+        # keep only the current program's (each holds machines of 4 arrays over all its
+        # cells: at ba's larger sizes, several GB; the previous sizes' filled the memory)
+        for k in [k for k in _GRADS if k[0] != id(prog)]:
+            del _GRADS[k]
         _GRADS[key] = (prog, rvm.grad_fn(prog, of=of, wrt=list(wrt), native=native))
     return _GRADS[key][1]
 
