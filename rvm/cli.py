@@ -214,15 +214,14 @@ def _global_text(m, name: str, raw: bool) -> str:
     from isa.types import FIXED
 
     g = m.program.global_named(name)
-    words = [int(w) for w in np.atleast_1d(m.read_raw(name))]
-    F = m.program.fraction_bits
+    if g.length is not None:
+        return "".join(array_pieces(m, name, raw, full=True))
+    w = int(m.read_raw(name))
     if raw:
-        texts = [raw_text(w) for w in words]
-    elif g.type == FIXED and any(abs(w) >= 1 << 53 for w in words):
-        texts = [fixed_text(w, F) for w in words]
-    else:
-        return format_value(m.read(name))
-    return texts[0] if g.length is None else "[" + ", ".join(texts) + "]"
+        return raw_text(w)
+    if g.type == FIXED and abs(w) >= 1 << 53:
+        return fixed_text(w, m.program.fraction_bits)
+    return format_value(m.read(name))
 
 
 # Arrays longer than this print as their first and last values (`--full` prints them all):
@@ -232,8 +231,8 @@ _CHUNK = 1 << 16              # values formatted at a time when an array is prin
 
 
 def _element_texts(m, name: str, words: np.ndarray, raw: bool, exact: bool) -> str:
-    """Some of an array's raw words as text, joined by ", ", as `_global_text` writes whole
-    arrays (`exact`: fixed values a float would round in exact decimal)."""
+    """Some of an array's raw words as text, joined by ", " (`exact`: fixed values a float
+    would round in exact decimal, as for a scalar)."""
     from assembler.literals import fixed_text, raw_text
     from isa.types import FIXED
 
@@ -251,26 +250,36 @@ def _element_texts(m, name: str, words: np.ndarray, raw: bool, exact: bool) -> s
     return json.dumps(values.tolist())[1:-1]        # one C call per chunk
 
 
+def _array_words(m, name: str, raw: bool):
+    """(count, words(start, stop)): the raw words an array global prints as.  A stack prints
+    its items, but with --raw every cell, its size first, as raw values are read back."""
+    if raw and m.program.global_named(name).stack:
+        words = m.read_raw(name)
+        return len(words), lambda start, stop: words[start:stop]
+    return m.size(name) or 0, lambda start, stop: m.read_range(name, start, stop, raw=True)
+
+
 def array_pieces(m, name: str, raw: bool, full: bool, exact: bool = True):
     """An array global's text in pieces, for writing without building it whole: every value
     with `full`, else (past SUMMARY_CELLS values) the first and last three and the count."""
-    n = m.size(name) or 0
+    n, words = _array_words(m, name, raw)
     if n > SUMMARY_CELLS and not full:
-        head = _element_texts(m, name, m.read_range(name, 0, 3, raw=True), raw, exact)
-        tail = _element_texts(m, name, m.read_range(name, n - 3, n, raw=True), raw, exact)
+        head = _element_texts(m, name, words(0, 3), raw, exact)
+        tail = _element_texts(m, name, words(n - 3, n), raw, exact)
         yield "[" + head + ", ..., " + tail + "]"
         yield f" ({n} values; --full prints them all)"
         return
     yield "["
     for start in range(0, n, _CHUNK):
-        words = m.read_range(name, start, start + _CHUNK, raw=True)
-        yield (", " if start else "") + _element_texts(m, name, words, raw, exact)
+        yield (", " if start else "") + _element_texts(m, name, words(start, start + _CHUNK),
+                                                       raw, exact)
     yield "]"
 
 
-def is_large(m, name: str) -> bool:
+def is_large(m, name: str, raw: bool = False) -> bool:
     """Whether a global is an array too long to print as one string (see SUMMARY_CELLS)."""
-    return (m.size(name) or 0) > SUMMARY_CELLS
+    return m.program.global_named(name).length is not None and \
+        _array_words(m, name, raw)[0] > SUMMARY_CELLS
 
 
 def plain(v: Any) -> Any:
@@ -546,7 +555,7 @@ def cmd_run(a: argparse.Namespace) -> int:
     if a.json:
         # large arrays are written piece by piece in place of a placeholder, so that the JSON
         # of a huge array is never one string in memory; JSON always carries every value
-        large = {k: f"@@rvm-array-{i}@@" for i, k in enumerate(names) if is_large(m, k)}
+        large = {k: f"@@rvm-array-{i}@@" for i, k in enumerate(names) if is_large(m, k, a.raw)}
         doc: dict[str, Any] = {"inputs" if a.reverse else "outputs":
                                {k: large.get(k) or (_global_text(m, k, True) if a.raw
                                                     else plain(m.read(k))) for k in names}}
@@ -561,11 +570,11 @@ def cmd_run(a: argparse.Namespace) -> int:
                 sys.stdout.write(piece)
             sys.stdout.write('"' if a.raw else "")
         print(text)
-    elif any(is_large(m, k) for k in names):
+    elif any(is_large(m, k, a.raw) for k in names):
         # a table would hold every value at once; write `name = value` lines, large arrays in
         # pieces (summarized unless --full)
         for k in names:
-            if is_large(m, k):
+            if is_large(m, k, a.raw):
                 sys.stdout.write(f"{k} = ")
                 for piece in array_pieces(m, k, a.raw, a.full):
                     sys.stdout.write(piece)

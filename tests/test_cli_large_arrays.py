@@ -89,6 +89,9 @@ def test_raw_json_of_a_long_array_is_one_string_of_words(capsys, program):
     assert words[0] == "$0x0000000000000001" and words[-1] == "$0x0000000000000007"
     assert [int(w[1:], 16) for w in doc["b"].strip("[]").split(", ")[:3]] == \
         m.read_raw("b")[:3].view(np.uint64).tolist()
+    # a stack's raw text is every cell, its size first, as a raw value is read back
+    stack = [int(w[1:], 16) for w in doc["s"].strip("[]").split(", ")]
+    assert stack == m.read_raw("s").tolist() and stack[0] == 1201
 
 
 def test_read_range_pages_through_an_array_without_copying_it_whole(program):
