@@ -64,6 +64,11 @@ class _Graph:
         self.static = cells
         self.static_addrs = [c[0] for c in cells]
         self.linked: set[Loc] = set()
+        # each function's local arrays, by offset: (offsets, lengths), for bisection
+        self.frame_arrays = []
+        for f in prog.functions:
+            runs = sorted((int(v.offset), v.length) for v in f.locals if v.length is not None)
+            self.frame_arrays.append(([r[0] for r in runs], [r[1] for r in runs]))
         self.conversions: list[tuple[int, Loc, Loc, str]] = []
         self.found: dict[tuple, list[LossyPath]] = {}
 
@@ -71,10 +76,6 @@ class _Graph:
         if a != b:
             self.edges[a].add(b)
             self.redges[b].add(a)
-
-    def both(self, a: Loc, b: Loc) -> None:
-        self.edge(a, b)
-        self.edge(b, a)
 
     def _element(self, kind: str, key: tuple, cell: Loc) -> Loc:
         """A cell of an array, linked to its array's nodes: an indexed write may land in it,
@@ -85,20 +86,28 @@ class _Graph:
             self.edge(cell, (kind + "_out",) + key)
         return cell
 
-    def static_loc(self, addr: int) -> Loc:
+    def _static_array(self, addr: int) -> int | None:
+        """The base address of the global or constant array holding addr (None: a scalar)."""
         i = bisect.bisect_right(self.static_addrs, addr) - 1
         if i < 0:
-            return ("g", addr)
+            return None
         base, length, _ = self.static[i]
-        if length is None or not base <= addr < base + length:
-            return ("g", addr)
-        return self._element("ga", (base,), ("g", addr))
+        return base if length is not None and addr < base + length else None
+
+    def _frame_array(self, fi: int, offset: int) -> int | None:
+        """The offset of function fi's local array holding frame cell `offset` (None: none)."""
+        offsets, lengths = self.frame_arrays[fi]
+        i = bisect.bisect_right(offsets, offset) - 1
+        return offsets[i] if i >= 0 and offset < offsets[i] + lengths[i] else None
+
+    def static_loc(self, addr: int) -> Loc:
+        base = self._static_array(addr)
+        return ("g", addr) if base is None else self._element("ga", (base,), ("g", addr))
 
     def frame_loc(self, fi: int, offset: int) -> Loc:
-        for loc in self.prog.functions[fi].locals:
-            if loc.length is not None and loc.offset <= offset < loc.offset + loc.length:
-                return self._element("la", (fi, loc.offset), ("l", fi, offset))
-        return ("l", fi, offset)
+        base = self._frame_array(fi, offset)
+        return ("l", fi, offset) if base is None else \
+            self._element("la", (fi, base), ("l", fi, offset))
 
     def array_loc(self, fi: int, word: int, write: bool) -> Loc:
         """The node of the whole array an array operand (indexed base, array argument) names:
@@ -107,14 +116,11 @@ class _Graph:
         mode, p = operand_parts(int(word))
         end = "_in" if write else "_out"
         if mode == MODE_G:
-            i = bisect.bisect_right(self.static_addrs, p) - 1
-            return ("ga" + end, self.static[i][0]) if i >= 0 and \
-                self.static[i][1] is not None else ("g", p)
+            base = self._static_array(p)
+            return ("g", p) if base is None else ("ga" + end, base)
         if mode == MODE_L:
-            for loc in self.prog.functions[fi].locals:
-                if loc.length is not None and loc.offset <= p < loc.offset + loc.length:
-                    return ("la" + end, fi, loc.offset)
-            return ("l", fi, p)
+            base = self._frame_array(fi, p)
+            return ("l", fi, p) if base is None else ("la" + end, fi, base)
         return ("p", fi, p)
 
     def cell_locs(self, fi: int, word: int, write: bool = False) -> list[Loc]:
