@@ -69,6 +69,7 @@ class Impl:
     compile_s: float | None = None   # a compile done before the first call (the rvm peer's)
     note: str = ""
     describe: Callable[[Any], str] | None = None   # after timing: more for the note (a Row)
+    flat: Callable[[], Any] | None = None   # rvm: the same gradient by f.flat(x, out), timed too
     extra: dict[str, Any] = field(default_factory=dict)
 
 

@@ -29,6 +29,7 @@ class Row:
     note: str = ""
     iterations: int | None = None    # loop iterations, for ns/iteration
     samples: int = 0
+    flat_s: float | None = None      # rvm: the flat call f.flat(x, out) (issue 16), beside grad_s
     profile: list[tuple[str, float]] = field(default_factory=list)  # (function, share of time)
 
     @property
@@ -147,6 +148,12 @@ def _run_peer(ctx: Ctx, row: Row, impl: Impl, ref: GradDict | None, rtol: float,
         row.compile_s = max(0.0, first - tm.median)
     if impl.compile_s is not None:
         row.compile_s = impl.compile_s
+    if impl.flat is not None:          # rvm's flat call: checked by rvm_side, timed the same way
+        t0 = time.perf_counter()
+        impl.flat()
+        first = time.perf_counter() - t0
+        row.flat_s = measure(impl.flat, None, repeat=ctx.repeat, min_sample=ctx.min_sample,
+                             max_total=ctx.max_total, first=first).median
     row.mem_bytes = peak_growth(impl.grad)
     if ctx.profile and row.peer == "rvm":
         row.profile = profile_calls(impl.grad, seconds=max(0.3, 3 * tm.median))

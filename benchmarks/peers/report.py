@@ -53,6 +53,14 @@ def ratio(a: Row | None, b: Row | None) -> float | None:
     return a.grad_s / b.grad_s
 
 
+def forward_ratio(rows: list[Row], task: str, case: str, a: str, b: str) -> float | None:
+    """a's forward time over b's, when both were measured."""
+    ra, rb = _find(rows, task, case, a), _find(rows, task, case, b)
+    if ra is None or rb is None or not ra.forward_s or not rb.forward_s:
+        return None
+    return ra.forward_s / rb.forward_s
+
+
 def task_table(title: str, rows: list[Row], notes: list[str]) -> Table:
     per_iter = any(r.iterations for r in rows)
     t = Table(title=title, title_justify="left", caption="\n".join(notes) or None,
@@ -79,6 +87,8 @@ def task_table(title: str, rows: list[Row], notes: list[str]) -> Table:
         for peer, r in peers.items():
             grad = fmt_time(r.grad_s) if r.counts else ("-" if r.grad_s is None
                                                          else f"({fmt_time(r.grad_s)})")
+            if r.flat_s is not None and r.counts:
+                grad += f" (flat {fmt_time(r.flat_s)})"
             gf = r.grad_s / r.forward_s if r.counts and r.forward_s else None
             cells = [case, peer, fmt_time(r.forward_s)]
             if per_iter:
@@ -185,6 +195,8 @@ def targets(rows: list[Row], mem: list[MemRow]) -> list[Target]:
     r = grad_ratio("T1", "n=10^6", "rvm", "jax")
     out.append(_cmp("T1 n=10^6: rvm grad faster than JAX jit", r, 1.0,
                     f"rvm/JAX = {fmt_ratio(r)}"))
+    r = forward_ratio(rows, "T1", "n=10^6", "rvm", "C")            # issue 16
+    out.append(_cmp("T1 n=10^6: rvm forward <= 1.5x C", r, 1.5, f"rvm/C = {fmt_ratio(r)}"))
     f = _find(rows, "T1", "n=10^6", "rvm")
     ns = f.forward_s / f.iterations * 1e9 if f and f.forward_s and f.iterations else None
     out.append(_cmp("T1 n=10^6: rvm forward <= 3 ns/iteration", ns, 3.0,
@@ -201,6 +213,24 @@ def targets(rows: list[Row], mem: list[MemRow]) -> list[Target]:
     r = grad_ratio("T2", case, "python", "rvm")
     out.append(_cmp("T2: rvm faster than Python hand adjoint", r, 1.0,
                     f"python/rvm = {fmt_ratio(r)}", le=False))
+    # issue 16: the gradient call against C and JAX, judged on the best documented public
+    # call (the dict call f(inputs) or the flat call f.flat(x, out)); both are reported
+    c, j = _find(rows, "T2", case, "C"), _find(rows, "T2", case, "jax")
+    best, which = None, ""
+    if g is not None and g.counts:
+        best, which = g.grad_s, f"dict call {fmt_time(g.grad_s)}"
+        if g.flat_s is not None:
+            which += f", f.flat {fmt_time(g.flat_s)}"
+            best = min(best, g.flat_s)
+    r = best / c.grad_s if best is not None and c is not None and c.counts else None
+    out.append(_cmp("T2 gradient call (best public call) <= 3x C", r, 3.0,
+                    f"rvm/C = {fmt_ratio(r)} ({which})"))
+    r = j.grad_s / best if best is not None and j is not None and j.counts else None
+    out.append(_cmp("T2 gradient call (best public call) >= 20x faster than JAX jit", r, 20.0,
+                    f"JAX/rvm = {fmt_ratio(r)}", le=False))
+    r = forward_ratio(rows, "T2", case, "rvm", "C")
+    out.append(_cmp("T2 forward: rvm.run(prog, inputs) repeated <= 5x C", r, 5.0,
+                    f"rvm/C = {fmt_ratio(r)}"))
     case = "d2J/dz2"                     # issue 16: rvm.hessian called as a user would
     r = grad_ratio("T2", case, "rvm", "C")
     out.append(_cmp("T2 second derivative: rvm.hessian <= 5x C", r, 5.0,
@@ -238,6 +268,8 @@ def targets(rows: list[Row], mem: list[MemRow]) -> list[Target]:
     case = "N=100"
     r = grad_ratio("T4", case, "rvm", "C")
     out.append(_cmp("T4 N=100: rvm grad <= 3x C", r, 3.0, f"rvm/C = {fmt_ratio(r)}"))
+    r = forward_ratio(rows, "T4", case, "rvm", "C")                 # issue 16
+    out.append(_cmp("T4 N=100: rvm forward <= 2x C", r, 2.0, f"rvm/C = {fmt_ratio(r)}"))
     r = grad_ratio("T4", case, "python", "rvm")
     out.append(_cmp("T4 N=100: rvm >= 5x faster than Python hand adjoint", r, 5.0,
                     f"python/rvm = {fmt_ratio(r)}", le=False))

@@ -50,6 +50,7 @@ def impl(prog: Any, inputs: dict[str, Any], of: str, wrt: list[str],
             rvm.run(prog, inputs)
 
     grad: Callable[[], dict[str, Any]] | None = None
+    flat: Callable[[], Any] | None = None
     f = None
     note = ""
     compile_s: float | None = None
@@ -81,6 +82,7 @@ def impl(prog: Any, inputs: dict[str, Any], of: str, wrt: list[str],
             f._refuse(e)                    # f.native says why
         compile_s = time.perf_counter() - t0
         grad = functools.partial(f, inputs)
+        flat = flat_call(f, inputs)
     def describe(row: Any) -> str:
         # where the forward time goes: instructions run, ns each, and the Python-side reset;
         # and whether the gradient ran as native code
@@ -99,8 +101,28 @@ def impl(prog: Any, inputs: dict[str, Any], of: str, wrt: list[str],
         return (f"{steps:,} instr/run, {per:.2f} ns/instr + reset {reset_s * 1e6:.1f} µs; "
                 f"{api}{m.native}{how}")
 
-    return Impl(forward, grad, note=note, describe=describe,
+    return Impl(forward, grad, note=note, describe=describe, flat=flat,
                 compile_s=compile_s if f is not None or second else None)
+
+
+def flat_call(f: Any, inputs: dict[str, Any]) -> Callable[[], Any] | None:
+    """The gradient by the flat call f.flat(x, out) (x: the wrt values in f.wrt_cells order,
+    every other input at its default), when it gives the dict call's gradient bit for bit at
+    these inputs (not when an input other than wrt differs from its default); else None."""
+    import numpy as np
+    try:
+        x = np.concatenate([np.atleast_1d(np.asarray(inputs[w], dtype=np.float64)).ravel()
+                            for w in f.wrt])
+        out = np.empty(len(f.wrt_cells))
+        f.flat(x, out)
+        g = f(inputs)
+        want = np.concatenate([np.atleast_1d(np.asarray(g[w], dtype=np.float64)).ravel()
+                               for w in f.wrt])
+    except (KeyError, TypeError, ValueError):
+        return None
+    if want.tobytes() != out.tobytes():
+        return None
+    return functools.partial(f.flat, x, out)
 
 
 def build_tangent(prog: Any, call: Callable[[], Any]) -> tuple[float | None, str]:
