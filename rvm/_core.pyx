@@ -88,12 +88,10 @@ cdef class Core:
     cdef object _kernels
     cdef native_fn nat_fwd                 # Core.gradient's native code (set_native) or NULL
     cdef native_fn nat_bwd
-    cdef object _native
     cdef native_fn nat_fwd_t               # the tangent modes' native code (set_native_tangent)
     cdef native_fn nat_bwd_at
     cdef native_fn nat_fwd_vt              # the same over many directions at once (lanes)
     cdef native_fn nat_bwd_vat
-    cdef object _native_t
     cdef object _lanes                     # the lane modes' tangent buffers (allocated on use)
     cdef double* lv_tan
     cdef double* lv_adjt
@@ -101,10 +99,10 @@ cdef class Core:
     cdef double* lv_sadjt
     cdef i64 lane_cells, lane_stack        # cells and stack slots the lane buffers cover
     cdef i64 lane_dirty, lane_sdirty       # doubles of them a lane run may have written
+    cdef dict _libs                        # the loaded libraries those point into, by setter
     cdef readonly i64 native_bails         # gradient() calls the native code handed back
     cdef native_fn run_fwd                 # native_run's code (set_native_runs) or NULL
     cdef native_fn run_bwd
-    cdef object _native_runs
     cdef readonly i64 native_runs          # runs native_run made, and runs it handed back
     cdef readonly i64 native_run_bails
     cdef cnp.ndarray _keep_g, _keep_s        # native_run's start state, to put back
@@ -115,6 +113,7 @@ cdef class Core:
         from rvm.errors import InvalidBytecode
         if stack_cells < 0 or frame_cells < 0 or max_depth < 1:
             raise ValueError("stack_cells and frame_cells must be >= 0, max_depth >= 1")
+        self._libs = {}
         self.program = program
         n_globals, n_static = program.n_globals, program.n_static
         # the one bytecode verifier (isa/verify.py): everything the loop relies on to stay
@@ -218,24 +217,32 @@ cdef class Core:
         """Run simple loops by their kernels (default) or instruction by instruction."""
         self.vm.use_kernels = on
 
+    cdef bint _bind_native(self, str setter, object lib, size_t forward, size_t backward,
+                           native_fn* fwd, native_fn* bwd) except -1:
+        """What set_native, set_native_tangent and set_native_runs share: clear the pair of
+        entry points (*fwd, *bwd) and drop its library; with a library `lib`, check that both
+        addresses are given (ValueError) and that the entry frame fits the frame region, then
+        bind them and keep `lib` alive.  False when the frame does not fit (nothing bound)."""
+        fwd[0] = bwd[0] = NULL
+        self._libs.pop(setter, None)
+        if lib is None:
+            return True
+        if forward == 0 or backward == 0:
+            raise ValueError(f"{setter} needs both function addresses")
+        if self.vm.fn_fsize[self.vm.main] > self.vm.n_mem - self.vm.n_static:
+            return False
+        self._libs[setter] = lib
+        fwd[0] = <native_fn>forward
+        bwd[0] = <native_fn>backward
+        return True
+
     def set_native(self, lib=None, size_t forward=0, size_t backward=0) -> bool:
         """Let gradient() (without a tangent) run the forward run and the adjoint sweep by
         native code (rvm/native: the addresses of rvm_native_forward/backward in the loaded
         library `lib`, kept alive here); no arguments: by the interpreter again.  False when
         the entry frame does not fit the frame region (the interpreter reports that)."""
-        cdef VM* vm = &self.vm
-        self.nat_fwd = self.nat_bwd = NULL
-        self._native = None
-        if lib is None:
-            return True
-        if forward == 0 or backward == 0:
-            raise ValueError("set_native needs both function addresses")
-        if vm.fn_fsize[vm.main] > vm.n_mem - vm.n_static:
-            return False
-        self._native = lib
-        self.nat_fwd = <native_fn>forward
-        self.nat_bwd = <native_fn>backward
-        return True
+        return self._bind_native("set_native", lib, forward, backward,
+                                 &self.nat_fwd, &self.nat_bwd)
 
     @property
     def native(self) -> bool:
@@ -250,23 +257,13 @@ cdef class Core:
         modes rvm_native_forward_vt and rvm_native_backward_vat, which run up to LANES
         columns of a Hessian at once); no arguments: the interpreter again.  False when the
         entry frame does not fit the frame region."""
-        cdef VM* vm = &self.vm
-        self.nat_fwd_t = self.nat_bwd_at = NULL
         self.nat_fwd_vt = self.nat_bwd_vat = NULL
-        self._native_t = None
-        if lib is None:
-            return True
-        if forward == 0 or backward == 0:
-            raise ValueError("set_native_tangent needs both function addresses")
-        if vm.fn_fsize[vm.main] > vm.n_mem - vm.n_static:
-            return False
-        self._native_t = lib
-        self.nat_fwd_t = <native_fn>forward
-        self.nat_bwd_at = <native_fn>backward
-        if forward_lanes != 0 and backward_lanes != 0:
+        fits = self._bind_native("set_native_tangent", lib, forward, backward,
+                                 &self.nat_fwd_t, &self.nat_bwd_at)
+        if self.nat_fwd_t != NULL and forward_lanes != 0 and backward_lanes != 0:
             self.nat_fwd_vt = <native_fn>forward_lanes
             self.nat_bwd_vat = <native_fn>backward_lanes
-        return True
+        return fits
 
     @property
     def native_tangent(self) -> bool:
@@ -278,19 +275,8 @@ cdef class Core:
         addresses of rvm_native_forward and rvm_native_run_backward in the loaded library
         `lib`, kept alive here); no arguments: none.  False when the entry frame does not fit
         the frame region (the interpreter reports that)."""
-        cdef VM* vm = &self.vm
-        self.run_fwd = self.run_bwd = NULL
-        self._native_runs = None
-        if lib is None:
-            return True
-        if forward == 0 or backward == 0:
-            raise ValueError("set_native_runs needs both function addresses")
-        if vm.fn_fsize[vm.main] > vm.n_mem - vm.n_static:
-            return False
-        self._native_runs = lib
-        self.run_fwd = <native_fn>forward
-        self.run_bwd = <native_fn>backward
-        return True
+        return self._bind_native("set_native_runs", lib, forward, backward,
+                                 &self.run_fwd, &self.run_bwd)
 
     @property
     def native_runs_on(self) -> bool:
