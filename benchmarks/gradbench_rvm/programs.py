@@ -160,7 +160,9 @@ def det(function: str, inp: dict[str, Any], native: bool = True) -> Evaluation:
 def ode(function: str, inp: dict[str, Any], native: bool = True) -> Evaluation:
     x, s = _f64(inp["x"]), int(inp["s"])
     n = len(x)
-    r = Runner(program("ode", (("x", n), ("y", n))), {"x": x, "s": s}, native)
+    r = Runner(program("ode", (("x", n), ("y", n), ("xr", n + 9), ("yr", n + 9), ("K1", n + 9),
+                              ("K2", n + 9), ("K3", n + 9), ("K4", n + 9))),
+               {"x": x, "s": s}, native)
     if function == "primal":
         fw = r.forward("y")
         return Evaluation(fw, lambda o: np.asarray(o[0]).tolist())
