@@ -206,7 +206,8 @@ def gmm(function: str, inp: dict[str, Any], native: bool = True) -> Evaluation:
     d, k, n = int(inp["d"]), int(inp["k"]), int(inp["n"])
     ls = d * (d - 1) // 2
     lengths = (("alpha", k), ("mu", k * d), ("q", k * d), ("l", max(ls * k, 1)),
-               ("x", n * d), ("qd", k * d), ("sq", k), ("xc", d), ("qx", d), ("B", n * k),
+               ("x", n * d), ("qd", k * d), ("sq", k), ("XC", n * k * d), ("QX", n * k * d),
+               ("B", n * k),
                ("PM", n * k), ("S", n), ("PA", k))
     prog = program("gmm", lengths, (("d", d), ("k", k)))
     inputs = {"alpha": _f64(inp["alpha"]), "mu": _f64(inp["mu"]), "q": _f64(inp["q"]),
