@@ -11,7 +11,8 @@ tool.py times that callable only.
 
 Modes: `primal`/`objective`/`cost` run the program forward (`Machine(native=True)`: native
 code); gradients are one adjoint sweep (`rvm.grad_fn`, native code);
-kmeans's Hessian diagonal is a tangent-over-adjoint sweep (`rvm.hvp`, native code too)."""
+kmeans's gradient and Hessian diagonal are one tangent-over-adjoint sweep (`rvm.derivatives`
+with a direction, native code too)."""
 from __future__ import annotations
 
 import math
@@ -174,22 +175,24 @@ def kmeans(function: str, inp: dict[str, Any], native: bool = True) -> Evaluatio
     P, C = np.asarray(inp["points"], dtype=np.float64), np.asarray(inp["centroids"],
                                                                    dtype=np.float64)
     (n, d), k = P.shape, C.shape[0]
-    prog = program("kmeans", (("P", n * d), ("C", k * d), ("best", n), ("arg", n),
-                            ("ps", d + 1)),
-                   (("d", d),))
+    prog = program("kmeans", (("P", n * d), ("C", k * d), ("D", n * k), ("best", n),
+                              ("arg", n)), (("d", d),))
     r = Runner(prog, {"P": _f64(P), "C": _f64(C)}, native)
     if function == "cost":
         fw = r.forward("cost")
         return Evaluation(fw, lambda o: float(o[0]))
-    g = r.grad_fn("cost", ("C",))
+    # one tangent-over-adjoint sweep, tangent 1 on every C: its adjoint is J, its tangent
+    # H 1 = diag H (H is diagonal); the machine keeps the resolved cells between calls
+    m = rvm.Machine(prog)
     ones = {"C": np.ones(k * d)}
 
-    def hvp() -> Any:
-        return rvm.hvp(prog, "cost", ["C"], ones, r.inputs, check_ancillas=False,
-                       native=native)["C"]
-    hvp()                               # native: the tangent modes' code is built here
+    def both() -> Any:
+        res = rvm.derivatives(prog, "cost", ["C"], r.inputs, gradient=False, direction=ones,
+                              check_ancillas=False, native=native, machine=m)
+        return res.gradient["C"] / res.hvp["C"]
+    both()                              # native: the tangent modes' code is built here
 
-    return Evaluation(lambda: g()["C"] / hvp(), lambda v: v.reshape(k, d).tolist())
+    return Evaluation(both, lambda v: v.reshape(k, d).tolist())
 
 
 def gmm_constant(d: int, k: int, n: int, m: int, gamma: float) -> float:
