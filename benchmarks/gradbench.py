@@ -4,7 +4,8 @@ PyTorch tools, playing GradBench's orchestrator over pipes.
 
     git clone https://github.com/gradbench/gradbench DIR && git -C DIR checkout f26651a7
     python benchmarks/gradbench.py --gradbench DIR [--evals lse,gmm,...]
-        [--tools rvm,manual,jax,pytorch] [--quick] [--json FILE] [--chart FILE]
+        [--tools rvm,manual,jax,pytorch] [--quick] [--interleave N] [--json FILE]
+        [--chart FILE]
 
 Pinned commit: f26651a7bcc120654fa895adecaf371b8cc059c5 (2025, "Allow tools to declare
 multiple accepted outcomes for an eval (#658)").  Needs: a C++ compiler and make (the manual
@@ -18,7 +19,10 @@ eval to the tool and each response back, answering the eval's `analysis` message
 (they carry the eval's validation).  A tool's time for a message is GradBench's: the mean of
 its `evaluate` timings.  It prints a table per eval (objective and derivative time per size,
 the derivative's ratio to manual, JAX and PyTorch, validation), writes JSON and a chart, and
-ends with `PASS eval tool` / `FAIL eval tool: reason` per eval and tool.  Exit status: 0 when
+ends with `PASS eval tool` / `FAIL eval tool: reason` per eval and tool.  The machine it
+was written on is shared, so a tool's run minutes apart from manual's can fall in a busier
+spell: `--interleave N` also runs each evaluation on the manual tool, alternately with the
+tool on the same input, and reports the ratio of their best runs (the reliable one).  Exit status: 0 when
 every validation passed, 1 when one failed (or a tool failed an evaluation), 2 for usage
 errors (no such directory, an unknown eval or tool)."""
 from __future__ import annotations
@@ -78,8 +82,26 @@ def build_manual(gb: Path, evals: list[str]) -> None:
                    check=True, stdout=subprocess.DEVNULL)
 
 
-def play(gb: Path, eval_name: str, tool: str, args: list[str], timeout: float) -> dict[str, Any]:
-    """One eval against one tool: the messages, the responses and the eval's analyses."""
+def ask(proc: subprocess.Popen, line: str) -> dict[str, Any] | None:
+    """Send one message line to a tool and read its response (None if it stopped)."""
+    proc.stdin.write(line if line.endswith("\n") else line + "\n")
+    resp = proc.stdout.readline()
+    return json.loads(resp) if resp else None
+
+
+def best(resp: dict[str, Any] | None) -> float | None:
+    """The fastest `evaluate` timing of a response, in seconds."""
+    runs = [t["nanoseconds"] for t in (resp or {}).get("timings") or []
+            if t["name"] == "evaluate"]
+    return min(runs) / 1e9 if runs else None
+
+
+def play(gb: Path, eval_name: str, tool: str, args: list[str], timeout: float,
+         interleave: int = 0) -> dict[str, Any]:
+    """One eval against one tool: the messages, the responses and the eval's analyses.
+    interleave = N > 0: each `evaluate` message also goes to the manual tool, alternately
+    with the tool (tool, manual, tool, manual, ...: N times each, the tool's first answer
+    being the eval's), and the entry's `interleaved` holds the best run of each."""
     env = environment(gb)
     ev = subprocess.Popen([sys.executable, str(gb / "python/gradbench/gradbench/evals" /
                                                eval_name / "run.py")] + args,
@@ -89,7 +111,13 @@ def play(gb: Path, eval_name: str, tool: str, args: list[str], timeout: float) -
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1)
     stderr: list[str] = []
     threading.Thread(target=lambda: stderr.extend(tl.stderr), daemon=True).start()
-    timer = threading.Timer(timeout, lambda: (ev.kill(), tl.kill()))
+    mt = None
+    if interleave > 0 and tool != "manual":
+        mt = subprocess.Popen(tool_command("manual", gb), cwd=gb, env=env,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, text=True, bufsize=1)
+    procs = [p for p in (ev, tl, mt) if p is not None]
+    timer = threading.Timer(timeout, lambda: [p.kill() for p in procs])
     timer.start()
     log: dict[str, Any] = {"evaluations": [], "define": None, "error": None}
     pending: dict[int, dict[str, Any]] = {}
@@ -110,6 +138,17 @@ def play(gb: Path, eval_name: str, tool: str, args: list[str], timeout: float) -
                 log["error"] = "the tool stopped: " + "".join(stderr)[-2000:]
                 break
             resp = json.loads(resp_line)
+            il = None
+            if mt is not None and msg["kind"] != "evaluate":
+                ask(mt, line)                   # start, define: the manual tool's answer is
+            elif mt is not None and resp.get("success"):    # not the eval's
+                mine, theirs = [best(resp)], []
+                for r in range(interleave):
+                    if r:
+                        mine.append(best(ask(tl, line)))
+                    theirs.append(best(ask(mt, line)))
+                if None not in mine + theirs:
+                    il = {"rounds": interleave, "tool": min(mine), "manual": min(theirs)}
             if msg["kind"] == "define":
                 log["define"] = resp
             elif msg["kind"] == "evaluate":
@@ -122,7 +161,8 @@ def play(gb: Path, eval_name: str, tool: str, args: list[str], timeout: float) -
                          "mean": sum(evals) / len(evals) / 1e9 if evals else None,
                          "min": min(evals) / 1e9 if evals else None,
                          "prepare": sum(t["nanoseconds"] for t in resp.get("timings") or []
-                                        if t["name"] == "prepare") / 1e9, "valid": None}
+                                        if t["name"] == "prepare") / 1e9, "valid": None,
+                         "interleaved": il}
                 pending[msg["id"]] = entry
                 log["evaluations"].append(entry)
             ev.stdin.write(resp_line)
@@ -130,12 +170,12 @@ def play(gb: Path, eval_name: str, tool: str, args: list[str], timeout: float) -
         log["error"] = f"pipe closed: {e}"
     finally:
         timer.cancel()
-        for p in (ev, tl):
+        for p in procs:
             try:
                 p.stdin.close()
             except OSError:
                 pass
-        for p in (ev, tl):
+        for p in procs:
             try:
                 p.wait(timeout=30)
             except subprocess.TimeoutExpired:
@@ -194,6 +234,12 @@ def table(eval_name: str, results: dict[str, dict[str, Any]]) -> list[dict[str, 
                    "prepare": der["prepare"] if der else None,
                    "valid": all(e is None or e["valid"] is not False and e["success"]
                                 for e in (obj, der))}
+            il = der.get("interleaved") if der else None
+            row["best"] = il["tool"] if il else None
+            row["manual_best"] = il["manual"] if il else None
+            row["x_manual_interleaved"] = il["tool"] / il["manual"] if il else None
+            oil = obj.get("interleaved") if obj else None
+            row["objective_x_manual_interleaved"] = oil["tool"] / oil["manual"] if oil else None
             for ref in ("manual", "jax", "pytorch"):
                 r = times.get(ref, (None, None))[1]
                 row[f"x_{ref}"] = row["derivative"] / r["mean"] \
@@ -204,17 +250,22 @@ def table(eval_name: str, results: dict[str, dict[str, Any]]) -> list[dict[str, 
 
 def print_table(eval_name: str, rows: list[dict[str, Any]]) -> None:
     print(f"\n== {eval_name} (derivative: {DERIVATIVE[eval_name]}; mean of the `evaluate` "
-          "timings; x REF = derivative time / REF's)")
+          "timings; x REF = derivative time / REF's; interleaved: the best runs of the tool "
+          "and manual, alternately on the same input)")
     head = f"{'size':<18} {'tool':<8} {'objective':>11} {'derivative':>11} " \
-           f"{'x manual':>9} {'x jax':>8} {'x pytorch':>9}  valid"
+           f"{'x manual':>9} {'x jax':>8} {'x pytorch':>9} {'interleaved (derivative; objective)':>23}  valid"
     print(head)
     print("-" * len(head))
     for r in rows:
         ratios = [f"{r[k]:.2f}" if r[k] is not None else "-"
                   for k in ("x_manual", "x_jax", "x_pytorch")]
+        il = "-" if r.get("x_manual_interleaved") is None else \
+            f"{fmt(r['best'])}/{fmt(r['manual_best'])} {r['x_manual_interleaved']:.2f}"
+        if r.get("objective_x_manual_interleaved") is not None:
+            il += f" (objective {r['objective_x_manual_interleaved']:.2f})"
         print(f"{r['size'][:18]:<18} {r['tool']:<8} {fmt(r['objective']):>11} "
-              f"{fmt(r['derivative']):>11} {ratios[0]:>9} {ratios[1]:>8} {ratios[2]:>9}  "
-              f"{'yes' if r['valid'] else 'NO'}")
+              f"{fmt(r['derivative']):>11} {ratios[0]:>9} {ratios[1]:>8} {ratios[2]:>9} "
+              f"{il:>23}  {'yes' if r['valid'] else 'NO'}")
 
 
 def chart(rows: list[dict[str, Any]], path: Path) -> None:
@@ -267,6 +318,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--min-seconds", type=float, default=None,
                     help="passed to the evals (default: theirs, 1 s; --quick: 0.1 s)")
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per eval and tool")
+    ap.add_argument("--interleave", type=int, default=0, metavar="N",
+                    help="also run each evaluation on the manual tool, alternately with the "
+                         "tool, N times each, and report the ratio of their best runs")
     ap.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "out" / "gradbench.json")
     ap.add_argument("--chart", type=Path, default=None,
                     help="PNG (default: the --json path with .png)")
@@ -310,7 +364,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"  {ev} {tool}: skipped ({why})", flush=True)
                 continue
             t0 = time.perf_counter()
-            log = play(gb, ev, tool, args, a.timeout)
+            log = play(gb, ev, tool, args, a.timeout, a.interleave)
             results[tool] = log
             v = verdict(log)
             verdicts.append((ev, tool, v))
