@@ -138,7 +138,8 @@ def lse(function: str, inp: dict[str, Any], native: bool = True) -> Evaluation:
 
 def llsq(function: str, inp: dict[str, Any], native: bool = True) -> Evaluation:
     x, n = _f64(inp["x"]), int(inp["n"])
-    r = Runner(program("llsq", (("x", len(x)), ("pw", len(x)), ("res", n))), {"x": x, "n": n},
+    r = Runner(program("llsq", (("x", len(x)), ("PW", n * (len(x) + 1)), ("T", n), ("res", n))),
+               {"x": x, "n": n},
                native)
     if function == "primal":
         fw = r.forward("y")
