@@ -237,17 +237,21 @@ NCAM = 11
 def ba(function: str, inp: dict[str, Any], native: bool = True) -> Evaluation:
     """The eval's duplication (the C++ reference's from_json: n cameras, m points, p
     observations of camera o % n and point o % m), each observation's camera and point
-    gathered into its own copy; the Jacobian from three adjoint sweeps (programs/gradbench/
-    ba.rasm), laid out as the reference's sparse matrix (CSR rows, cols, vals) and sent as
+    gathered into its own copy, the weights given twice (w for the reprojection errors, ww for
+    the weight errors); the Jacobian from two adjoint sweeps (programs/gradbench/ba.rasm),
+    laid out as the reference's sparse matrix (CSR rows, cols, vals) and sent as
     the eval asks: its first 30 entries and its last."""
     n, m, p = int(inp["n"]), int(inp["m"]), int(inp["p"])
     cams = np.tile(_f64(inp["cam"]), n).reshape(n, NCAM)
     X = np.tile(_f64(inp["x"]), m).reshape(m, 3)
     ci, pi = np.arange(p) % n, np.arange(p) % m
     inputs = {"cam": _f64(cams[ci]), "pt": _f64(X[pi]), "w": np.full(p, float(inp["w"])),
-              "feat": np.tile(_f64(inp["feat"]), p)}
-    prog = program("ba", (("cam", NCAM * p), ("pt", 3 * p), ("w", p), ("feat", 2 * p),
-                          ("err", 2 * p), ("werr", p)))
+              "ww": np.full(p, float(inp["w"])), "feat": np.tile(_f64(inp["feat"]), p)}
+    scratch = {"xo": 3, "rw": 3, "cr": 3, "rp": 3, "sqt": 1, "th": 1, "ct": 1, "st": 1,
+               "tmp": 1, "pj": 2, "rsq": 1, "dl": 1}
+    prog = program("ba", (("cam", NCAM * p), ("pt", 3 * p), ("w", p), ("ww", p),
+                          ("feat", 2 * p), ("err", 2 * p), ("werr", p)) +
+                   tuple((name, size * p) for name, size in scratch.items()))
     r = Runner(prog, inputs, native)
     if function == "objective":
         fw = r.forward("err", "werr")
@@ -258,8 +262,8 @@ def ba(function: str, inp: dict[str, Any], native: bool = True) -> Evaluation:
                                      "repeated": p},
                     "w_err": {"element": float(werr[0]), "repeated": p}}
         return Evaluation(fw, objective)
-    wrt = ("cam", "pt", "w")
-    g0, g1, gw = (r.grad_fn(of, wrt) for of in ("l0", "l1", "lw"))
+    g0 = r.grad_fn("l0", ("cam", "pt", "w"))
+    g1 = r.grad_fn("l1w", ("cam", "pt", "w", "ww"))
     # the sparsity pattern: per observation two rows of 11 + 3 + 1 entries, then p w rows
     per = NCAM + 3 + 1
     cols = np.empty((p, 2, per), dtype=np.int64)
@@ -276,7 +280,7 @@ def ba(function: str, inp: dict[str, Any], native: bool = True) -> Evaluation:
             vals[:, row, :NCAM] = res["cam"].reshape(p, NCAM)
             vals[:, row, NCAM:NCAM + 3] = res["pt"].reshape(p, 3)
             vals[:, row, per - 1] = res["w"]
-        return np.concatenate([vals.ravel(), gw()["w"]])
+        return np.concatenate([vals.ravel(), res["ww"]])
 
     def sparse(vals_all: Any) -> Any:
         k = 2 * per
