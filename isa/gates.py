@@ -120,6 +120,7 @@ class Realization:
     fns: dict[str, tuple[NumType, ...]] | None = None
     src_types: tuple[NumType, ...] | None = None   # xorcmp: the compared cells' types
     fn_constructions: dict[str, str] | None = None  # per function, for reports
+    fraction_bits: bool = False         # on fixed cells the construction depends on F
 
 
 # ---- adders ---------------------------------------------------------------------------------
@@ -510,7 +511,7 @@ REALIZATIONS: dict[str, Realization] = {
     "inc": Realization(_inc, (INT,), "constant adder with c = 1"),
     "addmul": Realization(_addmul, IF, "int: one controlled CDKM adder per bit of a; fixed: "
                                        "signed product mod 2^(n+F) in ancillas, rounding add, "
-                                       "y += P >> F, uncompute"),
+                                       "y += P >> F, uncompute", fraction_bits=True),
     "xor": Realization(_xor, (INT,), "one CNOT per bit"),
     "xori": Realization(_xori, (INT,), "one NOT per set bit of the immediate"),
     "xorand": Realization(_xorand, (INT,), "one Toffoli per bit"),
@@ -520,7 +521,8 @@ REALIZATIONS: dict[str, Realization] = {
     "cswap": Realization(_cswap, (INT,), "one Fredkin per bit"),
     "rotl": Realization(_rotl, (INT,), "wire relabelling (zero gates)"),
     "cvt": Realization(_cvt, (FIXED, INT), "fixed += int: adder on the bits above F; int += "
-                                           "fixed: sign-extended copy, rounding add, adder"),
+                                           "fixed: sign-extended copy, rounding add, adder",
+                          fraction_bits=True),
     "jmp": Realization(_condition, (None,), "cond ^= comparison: CDKM carry chain out and back "
                                             "(==: XOR, one negative-control MCX, XOR back)"),
     "xorcmp": Realization(_xorcmp, (INT,), "y0 ^= comparison: the condition circuit of jmp",

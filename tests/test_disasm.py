@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from table_statements import DATA_OPS, statement
 
 from assembler import assemble, assemble_file, disassemble
 from assembler.invert import invert_program
@@ -337,8 +338,8 @@ def test_empty_stack_input_has_no_start_value_in_text():
 
 # ---- random straight-line programs ------------------------------------------------------------
 
-CELLS = {"int": ["i0", "i1", "i2"], "fixed": ["x0", "x1", "x2"], "float": ["f0", "f1"],
-         "lns": ["l0", "l1"]}
+CELLS = {"int": ["i0", "i1", "i2"], "fixed": ["x0", "x1", "x2"], "float": ["f0", "f1", "f2"],
+         "lns": ["l0", "l1", "l2"]}
 
 
 def _float_text(x: float) -> str:
@@ -358,7 +359,16 @@ literal = {
 
 
 @st.composite
-def statement(draw):
+def table_statement(draw):
+    """Any data instruction of the table in its own syntax (tests/table_statements.py)."""
+    from isa.types import TYPE_BY_NAME
+    pools = {TYPE_BY_NAME[t]: cells for t, cells in CELLS.items()}
+    return statement(draw(st.sampled_from(DATA_OPS)), pools,
+                     choose=lambda options: draw(st.sampled_from(options)))
+
+
+@st.composite
+def hand_statement(draw):
     t = draw(st.sampled_from(sorted(CELLS)))
     cells = CELLS[t]
     y = draw(st.sampled_from(cells))
@@ -394,7 +404,8 @@ def program(draw):
                 default = f" = {lit}"
             lines.append(f"{role} {c}: {t}{default}")
     lines += ["inout idx: int", "inout arr: int[4] = [1, 2, 3, 4]", "const k0: fixed = 0.25"]
-    body = draw(st.lists(statement(), min_size=1, max_size=25))
+    body = draw(st.lists(st.one_of(hand_statement(), table_statement()), min_size=1,
+                         max_size=25))
     lines += ["func main() {"] + ["    " + s for s in body] + ["}"]
     return "\n".join(lines) + "\n"
 

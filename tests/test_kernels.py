@@ -10,9 +10,12 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from table_statements import DATA_OPS, every_statement
 from test_reversibility import programs, start_values
 
 import rvm
+from isa.derivatives import DIFFERENTIABLE
+from isa.types import FIXED, FLOAT, INT, LNS
 from rvm.errors import StepLimit, Trap
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -64,6 +67,14 @@ inout q: fixed[4] = [0.5, 0.25, 1.5, -2.0]
 inout p: fixed = 0.75
 inout t: fixed = 0.3
 inout j: int
+inout u: int = 3
+inout v: int = 7
+inout e: float = 1.25
+inout d: float = -0.375
+inout r: fixed = -0.4
+inout l: lns = 1.5
+inout m: lns = 0.5
+inout o: lns = -2.0
 func main() {
     for i in 0..n {
         BODY
@@ -103,6 +114,42 @@ BODIES = [
 ]
 
 
+# every data instruction of the table, each function of a fn family, in its own syntax on
+# the cells below (tests/table_statements.py): a new instruction runs here without an edit
+TABLE_POOLS = {INT: ["u", "v", "n"], FIXED: ["p", "t", "r"], FLOAT: ["f", "e", "d"],
+               LNS: ["l", "m", "o"]}
+TABLE_BODIES = every_statement(TABLE_POOLS, avoid=["n"])       # n: the loop's bound
+TABLE_WRT = ["f", "e", "d", "p", "t", "r", "l", "m", "o"]
+
+
+def table_of(case) -> str:
+    """The cell to differentiate for a table body: its target, or f if that is an int."""
+    return case.written[0] if case.op.operand_types[0] in DIFFERENTIABLE else "f"
+
+
+def test_the_table_bodies_cover_the_table():
+    assert {c.op.name for c in TABLE_BODIES} == {op.name for op in DATA_OPS}
+    assert {"cswap.i", "addfn.x-log", "addfn2.i-shl", "xorcmp.if", "cvt.lf", "rot.f"} <= \
+        {c.id for c in TABLE_BODIES}
+
+
+@pytest.mark.parametrize("case", TABLE_BODIES, ids=lambda c: c.id)
+def test_every_table_instruction_runs_the_same_with_and_without_kernels(case):
+    prog = rvm.assemble(LOOPS.replace("BODY", case.text))
+    assert len(rvm.Machine(prog).core.kernels) == 2          # forward and backward
+    for n in (1, 6):
+        same_both_ways(prog, {"n": n})
+        same_both_ways(prog, {"n": n}, [1, 1, 2, 5])            # step limits inside the kernel
+
+
+@pytest.mark.filterwarnings("ignore::rvm.ad.ReleasedTangentWarning")
+@pytest.mark.parametrize("case", TABLE_BODIES, ids=lambda c: c.id)
+def test_every_table_instruction_differentiates_the_same_with_and_without_kernels(case):
+    prog = rvm.assemble(LOOPS.replace("BODY", case.text))
+    of = table_of(case)
+    assert derivative_run(prog, of, True, TABLE_WRT) == derivative_run(prog, of, False, TABLE_WRT)
+
+
 @pytest.mark.parametrize("body", BODIES)
 @pytest.mark.parametrize("n", [0, 1, 3, 6, 9])
 def test_loop_bodies_run_the_same_with_and_without_kernels(body, n):
@@ -112,11 +159,11 @@ def test_loop_bodies_run_the_same_with_and_without_kernels(body, n):
         same_both_ways(prog, {"n": n}, chunks)
 
 
-def derivative_run(prog, of, kernels):
+def derivative_run(prog, of, kernels, wrt=("f", "g", "p", "t", "xs", "q")):
     """What differentiating shows from outside: gradient and tangents, or the error."""
     m = rvm.Machine(prog)
     m.core.set_kernels(kernels)
-    wrt = ["f", "g", "p", "t", "xs", "q"]
+    wrt = list(wrt)
     try:
         d = rvm.derivatives(prog, of, wrt, {"n": 5}, machine=m)
         t = rvm.jvp(prog, {"n": 5}, {w: 0.5 for w in wrt}, machine=m)
@@ -146,7 +193,7 @@ def test_kernels_are_found_for_the_benchmark_loops():
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(programs(), start_values(), st.lists(st.integers(1, 40), max_size=4))
+@given(programs(floats=True), start_values(), st.lists(st.integers(1, 40), max_size=4))
 def test_random_programs_run_the_same_with_and_without_kernels(src, values, chunks):
     same_both_ways(rvm.assemble(src), values, chunks)
 

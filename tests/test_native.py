@@ -11,11 +11,14 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-from test_kernels import BODIES, LOOPS
+from table_statements import statement
+from test_kernels import BODIES, LOOPS, TABLE_BODIES, TABLE_POOLS
 from test_native_corners import bits, observe, wait_native
 from test_reversibility import FIXEDS, INTS, programs
 
 import rvm
+from isa.derivatives import DIFFERENTIABLE
+from isa.types import FIXED, FLOAT, INT, LNS, TYPE_NAMES
 from rvm import native
 from rvm.errors import RVMError, Trap
 
@@ -91,6 +94,46 @@ def test_loop_bodies_agree_including_traps(body, of):
     wrt = ["f", "g", "p", "t", "xs", "q"]
     same(prog, of, wrt, [{"n": 2}, {"n": 0}, {"n": 5}, {"n": 9}, {"n": 2, "f": -1.5}],
          bails=None)
+
+
+# the table's instructions compiled together: each statement writes cells of its own (y<k>_<j>,
+# starting as TABLE_POOLS's first cells do) and reads the shared sources, so none disturbs
+# another; the loss sums every differentiable target
+TABLE_SOURCES = {t: cells[1:] for t, cells in TABLE_POOLS.items()}
+TABLE_START = {INT: ("3", "7"), FIXED: ("0.75", "0.3"), FLOAT: ("0.5", "1.25"),
+               LNS: ("1.5", "0.5")}
+
+
+def table_program(cases) -> str:
+    cells, body, loss = [], [], []
+    for k, case in enumerate(cases):
+        ys = [case.op.operand_types[j] for j, kind in enumerate(case.op.operands) if kind == "y"]
+        names = [f"y{k}_{j}" for j in range(len(ys))]
+        cells += [f"inout {n}: {TYPE_NAMES[t]} = {TABLE_START[t][j]}"
+                  for j, (n, t) in enumerate(zip(names, ys))]
+        own = {t: [n for n, u in zip(names, ys) if u == t] for t in ys}
+        body.append(statement(case.op, own, fn=case.fn, sources=TABLE_SOURCES))
+        loss += [f"loss += {n}" if t == FLOAT else f"loss += float({n})"
+                 for n, t in zip(names, ys) if t in DIFFERENTIABLE]
+    head, main = LOOPS.split("func main() {")
+    return (head + "\n".join(cells) + "\ninout loss: float\nfunc main() {" +
+            main.replace("BODY", "\n        ".join(body)).rstrip()[:-1] +
+            "    " + "\n    ".join(loss) + "\n}\n")
+
+
+@pytest.mark.filterwarnings("ignore::rvm.ad.ReleasedTangentWarning")
+@pytest.mark.parametrize("t", sorted(TABLE_POOLS), ids=lambda t: TYPE_NAMES[t])
+def test_every_table_instruction_agrees(t):
+    """Every data instruction of the table (each function of a fn family) whose target has
+    type t (test_kernels.TABLE_BODIES), in one loop and one compiled program: a new
+    instruction is compiled and compared here without an edit."""
+    cases = [c for c in TABLE_BODIES if c.op.operand_types[0] == t]
+    prog = rvm.assemble(table_program(cases))
+    wrt = ["e", "d", "t", "r", "m", "o"] + [g.name for g in prog.globals if g.name[0] == "y"
+                                            and g.type in DIFFERENTIABLE]
+    out = same(prog, "loss", wrt,
+               [{"n": 2}, {"n": 1}, {"n": 0}, {"n": 3, "e": 0.75, "t": 0.6, "v": 12}])
+    assert [o[:2] for o in out if o[0] == "error"] == []
 
 
 def test_a_trap_is_reported_by_the_interpreter_after_a_bail():
@@ -276,11 +319,12 @@ def test_no_compiler_is_a_build_error(monkeypatch, tmp_path):
 
 @settings(max_examples=80, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
-@given(programs(), st.booleans(), st.data())
+@given(programs(floats=True), st.booleans(), st.data())
 def test_random_programs_agree(src, floats, data):
-    """Random programs of int, fixed (or float) and lns updates, branches, loops and with
-    blocks: gradient of one fixed (float) cell with respect to all of them, from their
-    defaults and from drawn int (and float) inputs."""
+    """Random programs of int, fixed (or float), lns and float updates (any data instruction
+    of the table among them), branches, loops and with blocks: gradient of one fixed (float)
+    cell with respect to all of them, from their defaults and from drawn int (and float)
+    inputs."""
     for name, v in zip(FIXEDS, ("0.7", "-1.3", "0.4", "2.1")):       # nonzero derivatives
         src = src.replace(f"inout {name}: fixed\n", f"inout {name}: fixed = {v}\n")
     if floats:

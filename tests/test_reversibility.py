@@ -10,20 +10,22 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from table_statements import ops_on, statement
 
 import rvm
-from isa.cgen import has_body
-from isa.functions import CMP_SYMBOLS, FN1, FN2
 from isa.table import OPS
-from isa.types import FIXED, INT, LNS
+from isa.types import FIXED, FLOAT, INT, LNS
 from rvm.errors import StepLimit, Trap
 
 INTS = ["i0", "i1", "i2", "i3"]
 FIXEDS = ["x0", "x1", "x2", "x3"]
 LNSS = ["l0", "l1", "l2"]
+FLOATS = ["f0", "f1", "f2"]
 POOLS = {INT: INTS, FIXED: FIXEDS, LNS: LNSS}
-# every data instruction of the table whose cells are int, fixed or lns
-TABLE_OPS = [op for op in OPS if has_body(op) and all(t in POOLS for t in op.types)]
+# every data instruction of the table whose cells are int, fixed or lns (exact: a run back
+# restores them bit for bit); programs(floats=True) draws the float ones too
+TABLE_OPS = ops_on(POOLS)
+FLOAT_POOLS = {**POOLS, FLOAT: FLOATS}
 
 HEADER = """
 .fixed 24
@@ -39,6 +41,9 @@ inout x3: fixed
 inout l0: lns
 inout l1: lns
 inout l2: lns
+inout f0: float = 0.5
+inout f1: float = -1.25
+inout f2: float = 2.0
 
 func fi(p: int, q: int, r: fixed) {
     p += q
@@ -107,86 +112,36 @@ def lns_stmt(draw):
 
 
 @st.composite
-def table_stmt(draw, write=(INT, FIXED, LNS), avoid=()):
-    """A data instruction of the table, drawn from TABLE_OPS, on distinct cells of its operand
-    types, written with its syntax; it writes only cells of the types `write`, none of `avoid`."""
-    ops = [op for op in TABLE_OPS
+def table_stmt(draw, write=(INT, FIXED, LNS), avoid=(), floats=False):
+    """A data instruction of the table (TABLE_OPS; with `floats` also those on float cells)
+    in its own syntax (tests/table_statements.py) on distinct cells drawn from the pools of its
+    operand types; it writes only cells of the types `write`, none of `avoid`."""
+    pools = FLOAT_POOLS if floats else POOLS
+    write = (*write, FLOAT) if floats else write
+    ops = [op for op in ops_on(pools)
            if all(op.operand_types[k] in write for k, kind in enumerate(op.operands) if kind == "y")]
     op = draw(st.sampled_from(ops))
-    used: set[str] = set()
-    args, fn = [], ""
-    for k, kind in enumerate(op.operands):
-        t = op.operand_types[k]
-        if kind in ("y", "a"):
-            pool = [c for c in POOLS[t] if c not in used and (kind == "a" or c not in avoid)]
-            args.append(draw(st.sampled_from(pool)))
-            used.add(args[-1])
-        elif kind == "imm":
-            args.append(str(draw(st.integers(-1000, 1000))) if t == INT else "0.75")
-        elif kind == "k":
-            args.append(str(draw(st.integers(0, 63))))
-        elif kind == "fn":
-            table = FN2 if op.family.endswith("fn2") else FN1
-            fn = draw(st.sampled_from([f.name for f in table if op.types[0] in f.types]))
-            args.append("")
-        else:
-            assert kind == "cc", (op.name, kind)
-            args.append("")
-    cond = ""
-    if "cc" in op.operands:
-        a, b = [args[k] for k, kind in enumerate(op.operands) if kind == "a"]
-        cond = f"{a} {draw(st.sampled_from(sorted(CMP_SYMBOLS.values())))} {b}"
-    return op.syntax.format(*args, fn=fn, cond=cond)
+    return statement(op, pools, choose=lambda options: draw(st.sampled_from(options)), avoid=avoid)
 
 
 def test_the_table_statements_cover_the_table():
     """TABLE_OPS is every int/fixed/lns data instruction, and each assembles to itself."""
     names = {op.name for op in TABLE_OPS}
     assert {"cswap.i", "mul.l", "cvt.lx", "xorcmp.il", "addfn2.i", "rotl.i"} <= names
-    seen = set()
-    for op in TABLE_OPS:
-        src = HEADER + "func main() {\n    " + _example(op) + "\n}\n"
-        code = rvm.assemble(src).code
-        ran = {OPS[int(r[0])].name for r in code}
-        assert op.name in ran, (op.name, _example(op))
-        seen.add(op.name)
-    assert seen == names
-
-
-def _example(op) -> str:
-    """One fixed statement of op (the first cells of each pool, in order)."""
-    used: list[str] = []
-    args, fn = [], ""
-    for k, kind in enumerate(op.operands):
-        t = op.operand_types[k]
-        if kind in ("y", "a"):
-            args.append(next(c for c in POOLS[t] if c not in used))
-            used.append(args[-1])
-        elif kind == "imm":
-            args.append("5" if t == INT else "0.75")
-        elif kind == "k":
-            args.append("3")
-        elif kind == "fn":
-            table = FN2 if op.family.endswith("fn2") else FN1
-            fn = next(f.name for f in table if op.types[0] in f.types)
-            args.append("")
-        else:
-            args.append("")
-    cond = ""
-    if "cc" in op.operands:
-        a, b = [args[k] for k, kind in enumerate(op.operands) if kind == "a"]
-        cond = f"{a} < {b}"
-    return op.syntax.format(*args, fn=fn, cond=cond)
+    for op in ops_on(FLOAT_POOLS):
+        src = HEADER + "func main() {\n    " + statement(op, FLOAT_POOLS) + "\n}\n"
+        ran = {OPS[int(r[0])].name for r in rvm.assemble(src).code}
+        assert op.name in ran, (op.name, statement(op, FLOAT_POOLS))
 
 
 @st.composite
-def block(draw, depth=0):
+def block(draw, depth=0, floats=False):
     out = []
     for _ in range(draw(st.integers(1, 5))):
         kind = draw(st.sampled_from(["int", "int", "fixed", "fixed", "lns", "table", "table",
                                      "ctl"]))
         if kind == "table":
-            out.append(draw(table_stmt()))
+            out.append(draw(table_stmt(floats=floats)))
         elif kind == "int":
             out.append(draw(int_stmt()))
         elif kind == "fixed":
@@ -194,20 +149,20 @@ def block(draw, depth=0):
         elif kind == "lns":
             out.append(draw(lns_stmt()))
         elif depth < 2:
-            out.extend(draw(control(depth)))
+            out.extend(draw(control(depth, floats)))
     return out
 
 
 @st.composite
-def control(draw, depth):
+def control(draw, depth, floats=False):
     kind = draw(st.sampled_from(["if", "ifelse", "for", "with", "call", "uncall", "push"]))
-    body = lambda: ["    " + s for s in draw(block(depth + 1))]  # noqa: E731
+    body = lambda: ["    " + s for s in draw(block(depth + 1, floats))]  # noqa: E731
     if kind in ("if", "ifelse"):
         # the branches write only cells outside the condition, so `fi` repeats it
         p, q = _two(draw, INTS)
         cmp = draw(st.sampled_from(["<", "<=", "==", "!=", ">", ">="]))
         safe = lambda: ["    " + draw(st.one_of(int_stmt(avoid=(p, q)), fixed_stmt(write_ints=False),  # noqa: E731
-                                                   table_stmt(avoid=(p, q))))
+                                                   table_stmt(avoid=(p, q), floats=floats)))
                         for _ in range(draw(st.integers(1, 3)))]
         text = [f"if {p} {cmp} {q} {{", *safe()]
         if kind == "ifelse":
@@ -226,14 +181,16 @@ def control(draw, depth):
     # push zeroes a; the body must leave it zero for the pop, so it writes no int cell
     a = draw(st.sampled_from(INTS))
     rest = [draw(st.one_of(fixed_stmt(write_ints=False), lns_stmt(),
-                           table_stmt(write=(FIXED, LNS))))
+                           table_stmt(write=(FIXED, LNS), floats=floats)))
             for _ in range(draw(st.integers(0, 3)))]
     return [f"push {a}", *["    " + s for s in rest], f"pop {a}"]
 
 
 @st.composite
-def programs(draw):
-    body = draw(block())
+def programs(draw, floats=False):
+    """A program of HEADER's cells; with `floats`, the table's float instructions too (on
+    f0..f2: a run back restores them only to within rounding)."""
+    body = draw(block(floats=floats))
     return HEADER + "func main() {\n" + "\n".join("    " + s for s in body) + "\n}\n"
 
 

@@ -24,10 +24,7 @@ __all__ = ["Out", "RasmLexer", "SourceCache"]
 _KEYWORDS = ("func", "include", "input", "output", "inout", "global", "const", "local",
              "delocal", "var", "if", "else", "fi", "from", "loop", "until", "for", "in", "with",
              "do", "len", "call", "uncall")
-_INSTR = tuple(sorted({op.name.split(".")[0] for op in OPS} |
-                      {"inc", "dec", "neg", "not", "rotl", "rotr", "swap", "rot", "irot",
-                       "push", "pop", "alloc", "free", "assert", "trace", "nop", "jmp",
-                       "join"}))
+_INSTR = tuple(sorted({op.name.split(".")[0] for op in OPS}))     # every mnemonic of the table
 _TYPES = ("int", "fixed", "lns", "float")
 
 

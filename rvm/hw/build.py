@@ -44,8 +44,11 @@ def fn_name(op: Op, fn: int) -> str:
     return f"{op.name}({FN2[fn].name})" if "fn" in op.operands else op.name
 
 
-def _uses_F(op: Op) -> bool:
-    return FIXED in op.types and op.family in ("addmul", "submul", "cvt", "uncvt")
+def uses_fraction_bits(op: Op) -> bool:
+    """The circuit of op depends on F: a fixed cell and a realization that reads it (isa/gates.py:
+    Realization.fraction_bits; an inverse family's is its inverse's)."""
+    found = gates.realization(op)
+    return FIXED in op.types and found is not None and found[0].fraction_bits
 
 
 def circuit(op: Op | str, n: int, F: int = 0, imm: int = 0, cc: int = 0,
@@ -57,7 +60,7 @@ def circuit(op: Op | str, n: int, F: int = 0, imm: int = 0, cc: int = 0,
     inverse family's circuit is its inverse's circuit reversed."""
     if isinstance(op, str):
         op = OP_BY_NAME[op]
-    if not _uses_F(op):
+    if not uses_fraction_bits(op):
         F = 0
     if op.family in ("rotl", "rotr"):
         imm %= n

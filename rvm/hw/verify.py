@@ -33,7 +33,7 @@ from isa.arith import ArithTrap, compare, execute
 from isa.gates import CONDITIONS, register_roles
 from isa.table import LAW_ADD, LAW_XOR, OP_BY_NAME, OPS, Op
 
-from .build import circuit, default_fn
+from .build import circuit, default_fn, uses_fraction_bits
 from .sim import CircuitError, check_clean, load, read
 from .sim import run as sim_run
 
@@ -364,8 +364,7 @@ def default_cases(op: Op, n: int, F: int) -> list[dict]:
         m = (1 << n) - 1
         return [dict(imm=v) for v in (0, 1, 3, m, 1 << (n - 1), 0x5A5A5A5A5A5A5A5A & m,
                                       0x0123456789ABCDEF & m)]
-    uses_F = FIXED in op.types and fam in ("addmul", "submul", "cvt", "uncvt")
-    return [dict(F=F)] if uses_F else [dict()]
+    return [dict(F=F)] if uses_fraction_bits(op) else [dict()]
 
 
 def all_realized() -> list[Op]:
