@@ -291,6 +291,9 @@ cdef class Core:
         needs `budget` steps or more; also when the native code gives up (a trap: the start
         state is put back, and the interpreter's run reports it).  A signal's exception (a
         Ctrl-C) is raised with the start state put back."""
+        return self._native_run(budget)
+
+    cdef int _native_run(self, i64 budget) except -1:
         cdef VM* vm = &self.vm
         cdef RunState rs
         cdef NativeState* st = &rs.st
@@ -496,6 +499,29 @@ cdef class Core:
 
     def reset(self, bint at_end):
         """Static image in memory, empty stacks, status start (D = +1) or end (D = -1)."""
+        self._reset(at_end)
+
+    def load(self, dict values, dict cells, cnp.ndarray def_addrs=None,
+             cnp.ndarray def_words=None) -> bool:
+        """Store the words def_words at def_addrs (int64; the inputs' defaults), then `values`
+        ({name: value}) at the cells {name: (address, kind, size)} (Machine.write's words
+        for the values that need no conversion: see _store_inputs).  False when some value
+        needs Machine.write (or names no such cell): the caller stores them all again."""
+        cdef VM* vm = &self.vm
+        cdef i64 i
+        cdef i64* da
+        cdef i64* dw
+        if def_addrs is not None:
+            da, dw = _ptr(def_addrs), _ptr(def_words)
+            for i in range(def_addrs.shape[0]):
+                vm.mem[da[i]] = dw[i]
+        return _store_inputs(vm, values, cells) == 0
+
+    def globals_words(self) -> np.ndarray:
+        """A copy of the globals' words."""
+        return _words_copy(self.vm.mem, self.vm.const_lo)
+
+    cdef int _reset(self, bint at_end) except -1:
         cdef VM* vm = &self.vm
         cdef i64 used = vm.n_static + vm.peak_frame
         memcpy(vm.mem, _ptr(self.static_image), vm.n_static * sizeof(i64))
@@ -516,7 +542,9 @@ cdef class Core:
         vm.status = _S_END if at_end else _S_START
         vm.D = -1 if at_end else 1
         vm.pc = vm.fn_end[vm.main] if at_end else vm.fn_begin[vm.main]
-        self.refresh_watch()
+        if vm.n_watch != 0:
+            self.refresh_watch()
+        return 0
 
     # ---- automatic differentiation (rvm/ad/engine.py drives these) -------------------
 
@@ -580,10 +608,9 @@ cdef class Core:
         words at the start, at the end and back at the start.  Returns 0, or 1 when the
         general path must run instead (an input it does not store, a trap, a trace, a
         breakpoint, a non-finite derivative): that path reports it."""
-        cdef i64 k, j, w, nwrt = wrt_addrs.shape[0], cols
+        cdef i64 cols, nwrt = wrt_addrs.shape[0]
         cdef double* tin
         cdef double* tout
-        cdef int rc
         if tangent is None:
             return self._gradient(of_addr, inputs, input_cells, def_addrs, def_words,
                                   wrt_addrs, out, words, NULL, NULL, 0)
@@ -596,6 +623,17 @@ cdef class Core:
                              "of one shape, (n) or (columns, n) for the n wrt cells")
         tin = <double*>cnp.PyArray_DATA(tangent)
         tout = <double*>cnp.PyArray_DATA(out_t)
+        return self._tangent_rows(of_addr, inputs, input_cells, def_addrs, def_words,
+                                  wrt_addrs, out, words, tin, tout, cols)
+
+    cdef int _tangent_rows(self, i64 of_addr, dict inputs, dict input_cells,
+                           cnp.ndarray def_addrs, cnp.ndarray def_words, cnp.ndarray wrt_addrs,
+                           cnp.ndarray out, cnp.ndarray words, double* tin, double* tout,
+                           i64 cols) except -1:
+        """gradient's passes for `cols` tangent rows tin (cols, n) into tout (lanes at once
+        where the lane modes' native code is there)."""
+        cdef i64 k, j, w, nwrt = wrt_addrs.shape[0]
+        cdef int rc
         k = 0
         while k < cols:
             w = min(cols - k, LANES)
@@ -1158,3 +1196,4 @@ cdef class Core:
 
 
 include "_gradfast.pxi"   # gradient fast paths (GradCall, GradFnBase)
+include "_runcall.pxi"    # one-shot calls in C: RunCall (rvm.run), HessCall (rvm.hessian)

@@ -16,11 +16,11 @@ from typing import Any
 
 import numpy as np
 
-from isa.types import FLOAT
+from isa.types import FLOAT, INT
 
-from . import oneshot
+from . import _core, oneshot
 from .errors import RVMError
-from .machine import Machine, UnknownName, print_trace
+from .machine import Machine, UnknownName, print_trace, store_cells
 from .program import Program
 from .values import ValueEncodingError, decode_array, encode_array
 
@@ -56,10 +56,18 @@ def load(path: str | os.PathLike, include_paths: tuple[str, ...] = (), **janus: 
     return assemble_file(p, include_paths)
 
 
-class Result:
+_C: Any = _core                   # the core's C classes (untyped to mypy)
+_RunResultBase: Any = _C.RunResultBase
+
+
+class Result(_RunResultBase):
     """What a run produced.  `inputs` and `outputs` are read from the final state: after a
     forward run `outputs` are the results; after a reverse run `inputs` are.  `machine` is
-    the machine in that final state (see `run` for how it is kept)."""
+    the machine in that final state (see `run` for how it is kept).  `garbage` lists the
+    globals left nonzero that the contract wants zero.
+
+    (The fields live in the C base class: a repeated `run` makes its Result in C and decodes
+    `inputs`, `outputs`, `stats` and `garbage` from the end state's words when first read.)"""
 
     def __init__(self, inputs: dict[str, Any], outputs: dict[str, Any], stats: dict[str, int],
                  machine: Machine | None, garbage: list[str] | None = None) -> None:
@@ -67,7 +75,7 @@ class Result:
         self.outputs = outputs
         self.stats = stats
         self._machine = machine
-        self.garbage: list[str] = [] if garbage is None else garbage   # globals left nonzero
+        self.garbage = [] if garbage is None else garbage   # globals left nonzero
         self._lease: tuple | None = None      # (slot, gen, start words, reverse, options)
 
     def __repr__(self) -> str:
@@ -94,6 +102,8 @@ class Result:
             m = slot.machine
             if slot.gen == gen and not slot.busy:
                 oneshot.detach(m.program, slot)
+                m._set_origin(-1 if reverse else +1)    # as its last reset left it
+                m._origin_words = start
             else:
                 m = Machine(m.program, trace=lambda event: None, **options)
                 if reverse:
@@ -130,6 +140,13 @@ def run(program: Program | str | os.PathLike, values: Mapping[str, Any] | None =
     Called again on the same Program object, it reuses the machine it built (one per thread
     and set of machine options, rvm/oneshot.py): no bytecode check or machine set-up per
     call.  A path is assembled anew each time: assemble it once to reuse it."""
+    if max_steps is None and trace is None and not machine_options:
+        # the repeated call: one C call (rvm/_runcall.pxi) once the machine has native code
+        e = getattr(program, "_oneshot", None)
+        if e is not None and e.run_call is not None:
+            res = e.run_call(values, reverse)
+            if res is not None:
+                return res
     if not isinstance(program, Program):
         program = assemble(program)
     slot = oneshot.acquire(program, machine_options)
@@ -146,11 +163,41 @@ def run(program: Program | str | os.PathLike, values: Mapping[str, Any] | None =
                      garbage_cells(m, at_end=not reverse))
         if slot.cached:
             res._lease = (slot, slot.gen, m._origin_words, reverse, machine_options)
+            if not machine_options and m.core.native_runs_on:
+                _bind_run_call(program, slot)
         else:
             res._machine = m
         return res
     finally:
         oneshot.release(slot)
+
+
+def _bind_run_call(program: Program, slot: oneshot.Slot) -> None:
+    """Make the Program's RunCall on this thread's machine (slot), unless it has one."""
+    e = oneshot.entry(program)
+    if e.run_call is not None:
+        return
+    m = slot.machine
+    prog = m.program
+    addrs, words = m._defaults()
+    cells = store_cells(prog)
+
+    def plan(inputs: bool) -> list[tuple[str, int, int]]:
+        return [(g.name, 0 if g.length is None and g.type == INT else
+                 1 if g.length is None and g.type == FLOAT else 2, g.addr)
+                for g in prog.globals if (g.is_input if inputs else g.is_output)]
+
+    def junk(at_end: bool) -> np.ndarray:
+        return np.array([g.addr + k for g in prog.globals
+                         if not (g.is_output if at_end else g.is_input)
+                         for k in range(g.size)], dtype=np.int64)
+
+    def names(words: np.ndarray, at_end: bool) -> list[str]:
+        return [g.name for g in prog.globals if not (g.is_output if at_end else g.is_input)
+                and words[g.addr:g.addr + g.size].any()]
+
+    e.run_call = _C.RunCall(m.core, slot, Result, m, cells, addrs, words, junk(True),
+                            junk(False), plan(True), plan(False), m.read_in, names)
 
 
 class BatchError(RVMError):

@@ -348,6 +348,21 @@ def _check_memory(program: Program, stack_cells: int, frame_cells: int) -> None:
                                  f"arrays smaller (or give smaller --stack-cells/--frame-cells)")
 
 
+def store_cells(program: Program) -> dict[str, tuple[int, int, int]]:
+    """{global name: (address, kind, size)} of the globals whose values Core.load stores
+    itself: kind 0 an int scalar, 1 a float scalar, 2 a float array, 3 an int array (named
+    stacks, fixed and lns globals go through Machine.write)."""
+    cells = {}
+    for g in program.globals:
+        if g.stack or g.type not in (INT, FLOAT):
+            continue
+        if g.length is None:
+            cells[g.name] = (g.addr, int(g.type == FLOAT), 1)
+        else:
+            cells[g.name] = (g.addr, 2 if g.type == FLOAT else 3, g.length)
+    return cells
+
+
 class Machine:
     """A Program's machine state with the operations to run it in both directions.
 
@@ -414,9 +429,19 @@ class Machine:
 
     def _set_origin(self, side: int) -> None:
         self._origin = side
-        self._origin_words = self.core.mem[:self._n_globals].copy()
+        self._origin_words = self.core.globals_words()
 
     def _load(self, values: Mapping[str, Any], defaults: bool) -> None:
+        # the common case in C: the defaults and values that are a word's bits (a Python
+        # float or int for a float or int scalar, a float64 or int64 vector for an array)
+        plan = self.__dict__.get("_load_plan")
+        if plan is None:
+            addrs, words = self._defaults()
+            plan = self._load_plan = (store_cells(self.program), addrs.astype(np.int64), words)
+        if type(values) is dict and (
+                self.core.load(values, plan[0], plan[1], plan[2]) if defaults else
+                self.core.load(values, plan[0])):
+            return
         unknown = [k for k in values if k not in self._symbols or not self._symbols[k][3]]
         if unknown:
             names = ", ".join(g.name for g in self.program.globals) or "none"
@@ -777,14 +802,19 @@ class Machine:
 
     def read(self, name: str) -> Any:
         """A global's (or constant's) value: int or float, a numpy array for arrays."""
+        return self.read_in(self.core.mem, name)
+
+    def read_in(self, mem: np.ndarray, name: str) -> Any:
+        """`read(name)` from the words `mem` (the memory, or a copy of the globals' words:
+        rvm.run's Result decodes its values from such a copy when they are first read)."""
         t, addr, length, _ = self._symbol(name)
         F = self.program.fraction_bits
         if length is None:
-            return decode(t, int(self.core.mem[addr]), F)
+            return decode(t, int(mem[addr]), F)
         if name in self._stacks:
-            size = max(0, min(int(self.core.mem[addr]), length - 1))
-            return decode_array(t, self.core.mem[addr + 1:addr + 1 + size], F)
-        return decode_array(t, self.core.mem[addr:addr + length], F)
+            size = max(0, min(int(mem[addr]), length - 1))
+            return decode_array(t, mem[addr + 1:addr + 1 + size], F)
+        return decode_array(t, mem[addr:addr + length], F)
 
     def size(self, name: str) -> int | None:
         """How many values `read(name)` returns: None for a scalar, the array's length (a

@@ -10,7 +10,10 @@ a few µs.  So each Program gets, on its first one-shot call, an entry here hold
   machine of its own for that call);
 * the gradient functions of `rvm.grad(..., check_ancillas=False)`, one per (of, wrt,
   options): `rvm.grad_fn`s, shared by threads (they give each thread a lane of its own), so
-  that repeated calls reach native code as a GradFn's do.
+  that repeated calls reach native code as a GradFn's do;
+* once a machine has native code, C objects that make the whole repeated call on it
+  (rvm/_runcall.pxi): `run_call` for `rvm.run(prog, values)` and `hess_call` for
+  `rvm.hessian`, taking only the calls of the thread that made them.
 
 The entry hangs on the Program object itself (its `_oneshot` attribute, which pickles and
 copies leave out) and goes with it: a Program's machines refer to the Program, so a table of
@@ -23,8 +26,9 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Hashable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from . import _core
 from .machine import Machine
 from .program import Program
 
@@ -41,6 +45,11 @@ class _Entry:
         self.lock = threading.Lock()          # guards grad_fns
         self.grad_fns: dict[Hashable, Any] = {}     # filled by rvm.ad.engine
         self.batch_machines: dict[Hashable, list[Machine]] = {}   # rvm.run_batch's (lock)
+        # the C calls of the first thread whose machine has native code (rvm/_runcall.pxi):
+        # rvm.run's (a _core.RunCall on its "run" machine without options) and rvm.hessian's
+        # (a _core.HessCall for one (of, wrt)); each takes only its owner thread's calls
+        self.run_call: Any = None
+        self.hess_call: Any = None
 
 
 def entry(program: Program) -> _Entry:
@@ -69,12 +78,18 @@ def options_key(options: dict[str, Any]) -> Hashable | None:
     return key
 
 
-class Slot:
-    """A cached machine and how many one-shot calls have used it (a Result's lease)."""
-    __slots__ = ("machine", "busy", "gen", "cached")
+# A cached machine and how many one-shot calls have used it (a Result's lease): busy while a
+# call uses it; cached unless made for one call.  A C class: the C calls read it directly.
+if TYPE_CHECKING:
+    class Slot:
+        machine: Machine
+        busy: bool
+        gen: int
+        cached: bool
 
-    def __init__(self, machine: Machine, cached: bool) -> None:
-        self.machine, self.busy, self.gen, self.cached = machine, False, 0, cached
+        def __init__(self, machine: Machine, cached: bool) -> None: ...
+else:
+    Slot = _core.OneShotSlot
 
 
 def acquire(program: Program, options: dict[str, Any], kind: str = "run") -> Slot:
@@ -107,8 +122,11 @@ def release(s: Slot) -> None:
 def detach(program: Program, s: Slot) -> None:
     """Hand the slot's machine over to the caller for good: later one-shot calls in this
     thread build another."""
-    slots = getattr(entry(program).local, "slots", None) or {}
+    e = entry(program)
+    slots = getattr(e.local, "slots", None) or {}
     for k, v in list(slots.items()):
         if v is s:
             del slots[k]
     s.cached = False
+    if e.run_call is not None and e.run_call.bound_slot is s:
+        e.run_call = None

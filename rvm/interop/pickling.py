@@ -112,14 +112,17 @@ def set_derivatives_state(d: Any, s: Any) -> None:
 
 
 # ---- Result ---------------------------------------------------------------------------------
+RESULT_FIELDS = ("inputs", "outputs", "stats", "garbage")
+
+
 def result_state(r: Any) -> dict:
-    return state("Result", fields={k: v for k, v in r.__dict__.items()
-                                   if k not in ("machine", "_machine", "_lease")})
+    return state("Result", fields={k: getattr(r, k) for k in RESULT_FIELDS})
 
 
 def set_result_state(r: Any, s: Any) -> None:
     s = check(s, "Result")
-    r.__dict__.update(s["fields"])
+    for k, v in s["fields"].items():
+        setattr(r, k, v)
     r.machine = None
 
 

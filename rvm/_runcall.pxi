@@ -1,0 +1,341 @@
+# rvm/_core.pyx includes this file: one-shot calls in C (issue 16): RunCall, the repeated
+# `rvm.run(prog, values)` on the calling thread's reused machine of a compiled Program, with
+# the Result's fields decoded lazily (RunResultBase); HessCall, the repeated `rvm.hessian`.
+# (Text included into the one extension module: it shares the core's names.)
+
+cimport cython
+from cpython.object cimport PyObject, PyObject_RichCompareBool, Py_EQ, PyTypeObject
+
+cdef extern from "numpy/arrayobject.h":
+    object PyArray_EMPTY(int nd, cnp.npy_intp* dims, int typenum, int fortran)
+
+
+cdef inline cnp.ndarray _words_copy(i64* src, i64 n):
+    """A fresh int64 vector of n words copied from src."""
+    cdef cnp.npy_intp d = n
+    cdef cnp.ndarray a = PyArray_EMPTY(1, &d, cnp.NPY_INT64, 0)
+    if n:
+        memcpy(cnp.PyArray_DATA(a), src, n * sizeof(i64))
+    return a
+
+
+@cython.auto_pickle(False)
+cdef class OneShotSlot:
+    """rvm.oneshot.Slot: a cached machine and how many one-shot calls have used it (a
+    Result's lease), busy while a call uses it (fields the C calls read directly)."""
+    cdef public object machine
+    cdef public bint busy, cached
+    cdef public long gen
+
+    def __init__(self, machine, bint cached):
+        self.machine, self.busy, self.gen, self.cached = machine, False, 0, cached
+
+
+cdef tuple _NO_ARGS = ()
+
+
+cdef int _store_inputs(VM* vm, dict values, dict cells) except -1:
+    """Write `values` ({global name: value}) into memory as Machine.write would, for the
+    values that need no conversion beyond a word's bits: a Python float into a float scalar,
+    a Python int into an int scalar, a contiguous float64 (int64) vector of the right length
+    into a float (int) array.  1 (nothing trustworthy written: the general path must run it)
+    for any other name or value."""
+    cdef i64 addr, iv, n
+    cdef int kind, overflow
+    cdef cnp.ndarray a
+    for name, v in values.items():
+        cell = cells.get(name)
+        if cell is None:
+            return 1
+        addr = (<tuple>cell)[0]
+        kind = (<tuple>cell)[1]
+        if kind == 1:                               # float scalar
+            if type(v) is not float:
+                return 1
+            vm.mem[addr] = rvm_f2w(<double>v)
+        elif kind == 0:                             # int scalar
+            if type(v) is not int:
+                return 1
+            iv = PyLong_AsLongLongAndOverflow(v, &overflow)
+            if overflow:
+                return 1
+            vm.mem[addr] = iv
+        else:                                       # 2: float array, 3: int array
+            if type(v) is not np.ndarray:
+                return 1
+            a = <cnp.ndarray>v
+            n = (<tuple>cell)[2]
+            if a.ndim != 1 or a.shape[0] != n or not cnp.PyArray_IS_C_CONTIGUOUS(a) or \
+                    cnp.PyArray_TYPE(a) != (cnp.NPY_DOUBLE if kind == 2 else cnp.NPY_INT64):
+                return 1
+            memcpy(vm.mem + addr, cnp.PyArray_DATA(a), n * sizeof(i64))
+    return 0
+
+
+@cython.auto_pickle(False)
+cdef class RunResultBase:
+    """The fields of rvm.api.Result (its base class).  A Result that RunCall made holds the
+    globals' words at the end of the run and decodes `inputs`, `outputs`, `stats` and
+    `garbage` from them when first read (the values the machine's read gives, bit for bit);
+    a Result made in Python gets them set."""
+    cdef public object _machine
+    cdef object _lease_t
+    cdef object _inputs, _outputs, _stats, _garbage
+    cdef cnp.ndarray _words            # RunCall's: the globals' words at the start, then at
+    cdef i64 _ng                       # the end (2 x _ng), else None
+    cdef RunCall _call
+    cdef OneShotSlot _slot             # RunCall's lease: the slot and its gen after the run
+    cdef long _gen
+    cdef i64 _steps, _peak_sp, _peak_frame, _peak_depth
+    cdef bint _dirty                   # a global the contract wants zero is not
+    cdef bint _reverse                 # a backward run (garbage: the non-inputs at the start)
+
+    @property
+    def _lease(self):
+        """(slot, gen, start words, reverse, options) of a run on a reused machine, else None
+        (rvm.api.Result.machine)."""
+        if self._lease_t is None and self._slot is not None:
+            self._lease_t = (self._slot, self._gen, self._words[:self._ng], self._reverse,
+                             self._call.options)
+            self._slot = None
+        return self._lease_t
+
+    @_lease.setter
+    def _lease(self, v):
+        self._lease_t, self._slot = v, None
+
+    cdef object _end(self):
+        return self._words[self._ng:]
+
+    @property
+    def inputs(self):
+        if self._inputs is None and self._words is not None:
+            self._inputs = self._call.decode(self._end(), self._call.in_plan)
+        return self._inputs
+
+    @inputs.setter
+    def inputs(self, v):
+        self._inputs = v
+
+    @property
+    def outputs(self):
+        if self._outputs is None and self._words is not None:
+            self._outputs = self._call.decode(self._end(), self._call.out_plan)
+        return self._outputs
+
+    @outputs.setter
+    def outputs(self, v):
+        self._outputs = v
+
+    @property
+    def stats(self):
+        if self._stats is None and self._words is not None:
+            self._stats = dict(steps=self._steps, peak_stack=self._peak_sp,
+                               peak_frame_cells=self._peak_frame, peak_depth=self._peak_depth)
+        return self._stats
+
+    @stats.setter
+    def stats(self, v):
+        self._stats = v
+
+    @property
+    def garbage(self):
+        if self._garbage is None and self._words is not None:
+            self._garbage = self._call.garbage_names(self._end(), self._reverse) \
+                if self._dirty else []
+        return self._garbage
+
+    @garbage.setter
+    def garbage(self, v):
+        self._garbage = v
+
+
+@cython.auto_pickle(False)
+cdef class RunCall:
+    """`rvm.run(program, values)` (reverse or not, no other option) on one thread's reused
+    machine, in C: reset, the values stored, the native run, a Result that decodes lazily.
+    call() returns None when the general path must run: another thread, the machine busy or
+    without native code, a breakpoint or watch, a value the core does not store itself, or a
+    run the native code hands back (a trap: the interpreter's run reports it)."""
+    cdef Core core
+    cdef OneShotSlot slot              # the rvm.oneshot.Slot of the machine
+    cdef type cls                      # rvm.api.Result
+    cdef readonly object machine
+    cdef object options
+    cdef unsigned long owner
+    cdef dict cells                    # {global name: (addr, kind, size)} (_store_inputs)
+    cdef cnp.ndarray def_addrs, def_words
+    cdef cnp.ndarray junk_end, junk_start    # addresses that should be zero at the end/start
+    cdef public list in_plan, out_plan       # (name, kind 0 int / 1 float / 2 read, addr)
+    cdef object reader                 # reader(words, name): a global's value (Machine's read)
+    cdef object names                  # names(words, at_end): the garbage globals' names
+
+    def __init__(self, Core core, OneShotSlot slot, type cls, machine, dict cells,
+                 cnp.ndarray def_addrs,
+                 cnp.ndarray def_words, cnp.ndarray junk_end, cnp.ndarray junk_start,
+                 list in_plan, list out_plan, reader, names):
+        self.core, self.slot, self.cls, self.machine = core, slot, cls, machine
+        self.options = {}
+        self.owner = PyThread_get_thread_ident()
+        self.cells = cells
+        self.def_addrs = np.ascontiguousarray(def_addrs, dtype=np.int64)
+        self.def_words = np.ascontiguousarray(def_words, dtype=np.int64)
+        self.junk_end = np.ascontiguousarray(junk_end, dtype=np.int64)
+        self.junk_start = np.ascontiguousarray(junk_start, dtype=np.int64)
+        self.in_plan, self.out_plan = in_plan, out_plan
+        self.reader, self.names = reader, names
+
+    @property
+    def bound_slot(self):
+        return self.slot
+
+    def __call__(self, values=None, reverse=False):
+        return self.call(values, reverse)
+
+    cdef object call(self, object values, bint reverse):
+        cdef Core core = self.core
+        cdef VM* vm = &core.vm
+        cdef i64 ng = vm.const_lo, i, nd
+        cdef i64* da
+        cdef i64* dw
+        cdef i64* junk
+        cdef cnp.ndarray both
+        cdef cnp.npy_intp d2 = 2 * ng
+        cdef OneShotSlot slot = self.slot
+        cdef RunResultBase r
+        if PyThread_get_thread_ident() != self.owner:
+            return None
+        if (core.run_bwd if reverse else core.run_fwd) == NULL or vm.brk != NULL or \
+                vm.n_watch != 0 or vm.ad != 0:
+            return None
+        if values is None:
+            values = _NO_INPUTS
+        elif type(values) is not dict:
+            return None
+        if slot.busy:
+            return None
+        core._reset(reverse)
+        if not reverse:
+            nd = self.def_addrs.shape[0]
+            da, dw = _ptr(self.def_addrs), _ptr(self.def_words)
+            for i in range(nd):
+                vm.mem[da[i]] = dw[i]
+        if _store_inputs(vm, <dict>values, self.cells) != 0:
+            return None
+        both = PyArray_EMPTY(1, &d2, cnp.NPY_INT64, 0)      # the start's words, the end's
+        memcpy(cnp.PyArray_DATA(both), vm.mem, ng * sizeof(i64))
+        slot.gen += 1
+        if core._native_run(1 << 62) != 0:
+            return None
+        memcpy(_ptr(both) + ng, vm.mem, ng * sizeof(i64))
+        r = <RunResultBase>(<PyTypeObject*>self.cls).tp_new(self.cls, <PyObject*>_NO_ARGS, NULL)
+        r._words, r._ng = both, ng
+        r._call = self
+        r._reverse = reverse
+        r._slot, r._gen = slot, slot.gen
+        r._steps, r._peak_sp = vm.steps, vm.peak_sp
+        r._peak_frame, r._peak_depth = vm.peak_frame, vm.peak_depth
+        junk = _ptr(self.junk_start if reverse else self.junk_end)
+        for i in range((self.junk_start if reverse else self.junk_end).shape[0]):
+            if vm.mem[junk[i]] != 0:
+                r._dirty = True
+                break
+        return r
+
+    def decode(self, cnp.ndarray words, list plan):
+        """{name: value} of the plan's globals in `words` (Machine._read_all's values)."""
+        cdef dict out = {}
+        cdef i64* w = _ptr(words)
+        cdef int kind
+        cdef i64 addr
+        for item in plan:
+            name = (<tuple>item)[0]
+            kind = (<tuple>item)[1]
+            addr = (<tuple>item)[2]
+            if kind == 0:
+                out[name] = w[addr]
+            elif kind == 1:
+                out[name] = rvm_w2f(w[addr])
+            else:
+                out[name] = self.reader(words, name)
+        return out
+
+    def garbage_names(self, cnp.ndarray words, bint reverse):
+        return self.names(words, not reverse)
+
+
+@cython.auto_pickle(False)
+cdef class HessCall:
+    """`rvm.hessian(program, of, wrt, inputs)` repeated on one thread's reused AD machine
+    whose runner an earlier call made (cells resolved, paths checked) and whose tangent
+    modes run as native code: one core call (Core._gradient with the identity's rows as
+    tangents) and a fresh (n, n) array, or None when the general path must run (another
+    thread, another (of, wrt), the machine busy, inputs the core does not store, a trap, a
+    path that did not retrace, a non-finite value)."""
+    cdef Core core
+    cdef OneShotSlot slot
+    cdef object of, wrt
+    cdef unsigned long owner
+    cdef i64 of_addr, n
+    cdef dict cells
+    cdef cnp.ndarray def_addrs, def_words, wrt_addrs, g, seeds, h, words, exact
+
+    def __init__(self, Core core, OneShotSlot slot, of, wrt, i64 of_addr, dict cells,
+                 cnp.ndarray def_addrs, cnp.ndarray def_words, cnp.ndarray wrt_addrs,
+                 cnp.ndarray exact):
+        self.core, self.slot, self.of, self.wrt = core, slot, of, wrt
+        self.owner = PyThread_get_thread_ident()
+        self.of_addr, self.cells = of_addr, cells
+        self.def_addrs = np.ascontiguousarray(def_addrs, dtype=np.int64)
+        self.def_words = np.ascontiguousarray(def_words, dtype=np.int64)
+        self.wrt_addrs = np.ascontiguousarray(wrt_addrs, dtype=np.int64)
+        self.n = wrt_addrs.shape[0]
+        self.g = np.zeros(self.n)
+        self.seeds = np.eye(self.n)
+        self.h = np.zeros((self.n, self.n))
+        self.words = np.zeros((3, core.program.n_globals), dtype=np.int64)
+        self.exact = np.ascontiguousarray(exact, dtype=np.int64)
+
+    def __call__(self, of, wrt, inputs=None):
+        return self.call(of, wrt, inputs)
+
+    cdef object call(self, object of, object wrt, object inputs):
+        cdef i64 k, i, j, n = self.n, nw
+        cdef i64* ws
+        cdef i64* ex
+        cdef double* src
+        cdef double* dst
+        cdef cnp.npy_intp dims[2]
+        cdef cnp.ndarray res
+        if PyThread_get_thread_ident() != self.owner:
+            return None
+        if of is not self.of and not PyObject_RichCompareBool(of, self.of, Py_EQ):
+            return None
+        if wrt is not self.wrt and not PyObject_RichCompareBool(wrt, self.wrt, Py_EQ):
+            return None
+        if inputs is None:
+            inputs = _NO_INPUTS
+        elif type(inputs) is not dict:
+            return None
+        if self.core.nat_fwd_t == NULL or self.slot.busy:
+            return None
+        if self.core._tangent_rows(self.of_addr, <dict>inputs, self.cells, self.def_addrs,
+                                   self.def_words, self.wrt_addrs, self.g, self.words,
+                                   <double*>cnp.PyArray_DATA(self.seeds),
+                                   <double*>cnp.PyArray_DATA(self.h), n) != 0:
+            return None
+        if self.core.vm.t != 0:
+            return None
+        ws, ex = _ptr(self.words), _ptr(self.exact)
+        nw = self.words.shape[1]
+        for k in range(self.exact.shape[0]):
+            if ws[ex[k]] != ws[2 * nw + ex[k]]:
+                return None
+        dims[0] = dims[1] = n
+        res = PyArray_EMPTY(2, dims, cnp.NPY_DOUBLE, 0)
+        src = <double*>cnp.PyArray_DATA(self.h)
+        dst = <double*>cnp.PyArray_DATA(res)
+        for i in range(n):                  # the transpose of the rows the passes made
+            for j in range(n):
+                dst[i * n + j] = src[j * n + i]
+        return res
