@@ -988,11 +988,16 @@ cdef class Core:
         """Zero the duals of the static cells, the frame region and the value stack used
         since the last reset, and the event counters."""
         cdef VM* vm = &self.vm
+        cdef i64 used, ns
         if self._duals is not None:
             used = min(vm.n_static + max(vm.peak_frame, vm.ftop - vm.n_static), vm.n_mem)
-            for k in range(3):
-                self._duals[k][:used] = 0.0
-                self._duals[3 + k][:max(vm.peak_sp, vm.sp) + 1] = 0.0
+            ns = min(max(vm.peak_sp, vm.sp) + 1, max(vm.stack_cap, 1))
+            memset(vm.tan, 0, used * sizeof(double))
+            memset(vm.adj, 0, used * sizeof(double))
+            memset(vm.adjt, 0, used * sizeof(double))
+            memset(vm.stan, 0, ns * sizeof(double))
+            memset(vm.sadj, 0, ns * sizeof(double))
+            memset(vm.sadjt, 0, ns * sizeof(double))
         vm.ev_release = vm.ev_nonfinite = 0
         vm.ev_release_max = 0.0
         vm.ev_release_pc = vm.ev_nonfinite_pc = -1

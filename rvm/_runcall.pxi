@@ -271,18 +271,18 @@ cdef class HessCall:
     modes run as native code: one core call (Core._gradient with the identity's rows as
     tangents) and a fresh (n, n) array, or None when the general path must run (another
     thread, another (of, wrt), the machine busy, inputs the core does not store, a trap, a
-    path that did not retrace, a non-finite value)."""
+    path that did not retrace, a non-finite value).  HvpCall is the same for rvm.hvp."""
     cdef Core core
     cdef OneShotSlot slot
     cdef object of, wrt
     cdef unsigned long owner
-    cdef i64 of_addr, n
+    cdef i64 of_addr, n, rows
     cdef dict cells
     cdef cnp.ndarray def_addrs, def_words, wrt_addrs, g, seeds, h, words, exact
 
     def __init__(self, Core core, OneShotSlot slot, of, wrt, i64 of_addr, dict cells,
                  cnp.ndarray def_addrs, cnp.ndarray def_words, cnp.ndarray wrt_addrs,
-                 cnp.ndarray exact):
+                 cnp.ndarray exact, bint one_row=False):
         self.core, self.slot, self.of, self.wrt = core, slot, of, wrt
         self.owner = PyThread_get_thread_ident()
         self.of_addr, self.cells = of_addr, cells
@@ -290,47 +290,55 @@ cdef class HessCall:
         self.def_words = np.ascontiguousarray(def_words, dtype=np.int64)
         self.wrt_addrs = np.ascontiguousarray(wrt_addrs, dtype=np.int64)
         self.n = wrt_addrs.shape[0]
+        self.rows = 1 if one_row else self.n
         self.g = np.zeros(self.n)
-        self.seeds = np.eye(self.n)
-        self.h = np.zeros((self.n, self.n))
+        self.seeds = np.zeros((1, self.n)) if one_row else np.eye(self.n)
+        self.h = np.zeros((self.rows, self.n))
         self.words = np.zeros((3, core.program.n_globals), dtype=np.int64)
         self.exact = np.ascontiguousarray(exact, dtype=np.int64)
 
     def __call__(self, of, wrt, inputs=None):
         return self.call(of, wrt, inputs)
 
-    cdef object call(self, object of, object wrt, object inputs):
-        cdef i64 k, i, j, n = self.n, nw
+    cdef bint ready(self, object of, object wrt, object inputs):
+        """The call is this object's, on its thread, with inputs it may take."""
+        if PyThread_get_thread_ident() != self.owner:
+            return False
+        if of is not self.of and not PyObject_RichCompareBool(of, self.of, Py_EQ):
+            return False
+        if wrt is not self.wrt and not PyObject_RichCompareBool(wrt, self.wrt, Py_EQ):
+            return False
+        if inputs is not None and type(inputs) is not dict:
+            return False
+        return self.core.nat_fwd_t != NULL and not self.slot.busy
+
+    cdef int passes(self, object inputs) except -1:
+        """The tangent passes of the seeds' rows into h: 0, or 1 for the general path."""
+        cdef i64 k, nw
         cdef i64* ws
         cdef i64* ex
-        cdef double* src
-        cdef double* dst
-        cdef cnp.npy_intp dims[2]
-        cdef cnp.ndarray res
-        if PyThread_get_thread_ident() != self.owner:
-            return None
-        if of is not self.of and not PyObject_RichCompareBool(of, self.of, Py_EQ):
-            return None
-        if wrt is not self.wrt and not PyObject_RichCompareBool(wrt, self.wrt, Py_EQ):
-            return None
-        if inputs is None:
-            inputs = _NO_INPUTS
-        elif type(inputs) is not dict:
-            return None
-        if self.core.nat_fwd_t == NULL or self.slot.busy:
-            return None
-        if self.core._tangent_rows(self.of_addr, <dict>inputs, self.cells, self.def_addrs,
-                                   self.def_words, self.wrt_addrs, self.g, self.words,
-                                   <double*>cnp.PyArray_DATA(self.seeds),
-                                   <double*>cnp.PyArray_DATA(self.h), n) != 0:
-            return None
+        if self.core._tangent_rows(self.of_addr, _NO_INPUTS if inputs is None else <dict>inputs,
+                                   self.cells, self.def_addrs, self.def_words, self.wrt_addrs,
+                                   self.g, self.words, <double*>cnp.PyArray_DATA(self.seeds),
+                                   <double*>cnp.PyArray_DATA(self.h), self.rows) != 0:
+            return 1
         if self.core.vm.t != 0:
-            return None
+            return 1
         ws, ex = _ptr(self.words), _ptr(self.exact)
         nw = self.words.shape[1]
         for k in range(self.exact.shape[0]):
             if ws[ex[k]] != ws[2 * nw + ex[k]]:
-                return None
+                return 1
+        return 0
+
+    cdef object call(self, object of, object wrt, object inputs):
+        cdef i64 i, j, n = self.n
+        cdef double* src
+        cdef double* dst
+        cdef cnp.npy_intp dims[2]
+        cdef cnp.ndarray res
+        if not self.ready(of, wrt, inputs) or self.passes(inputs) != 0:
+            return None
         dims[0] = dims[1] = n
         res = PyArray_EMPTY(2, dims, cnp.NPY_DOUBLE, 0)
         src = <double*>cnp.PyArray_DATA(self.h)
@@ -338,4 +346,139 @@ cdef class HessCall:
         for i in range(n):                  # the transpose of the rows the passes made
             for j in range(n):
                 dst[i * n + j] = src[j * n + i]
+        return res
+
+
+@cython.auto_pickle(False)
+cdef class HvpCall(HessCall):
+    """`rvm.hvp(program, of, wrt, v, inputs)` repeated, as HessCall: the direction v ({wrt
+    name: a Python float for a scalar cell, a contiguous float64 array of the cell's size for
+    an array}) is the one tangent row; returns {wrt name: np.float64 or a fresh array of the
+    cell's shape}, or None for the general path."""
+    cdef list parts                     # (name, offset, size, shape or None for a scalar)
+
+    def __init__(self, Core core, OneShotSlot slot, of, wrt, i64 of_addr, dict cells,
+                 cnp.ndarray def_addrs, cnp.ndarray def_words, cnp.ndarray wrt_addrs,
+                 cnp.ndarray exact, list parts):
+        HessCall.__init__(self, core, slot, of, wrt, of_addr, cells, def_addrs, def_words,
+                          wrt_addrs, exact, True)
+        self.parts = parts
+
+    def __call__(self, of, wrt, v, inputs=None):
+        return self.hvp(of, wrt, v, inputs)
+
+    cdef object hvp(self, object of, object wrt, object v, object inputs):
+        cdef double* sd = <double*>cnp.PyArray_DATA(self.seeds)
+        cdef double* hd = <double*>cnp.PyArray_DATA(self.h)
+        cdef i64 at, size
+        cdef cnp.ndarray a
+        cdef dict res = {}
+        if type(v) is not dict or not self.ready(of, wrt, inputs):
+            return None
+        for name, at, size, shape in self.parts:
+            x = (<dict>v).get(name)
+            if shape is None:
+                if type(x) is not float:
+                    return None
+                sd[at] = <double>x
+            else:
+                if type(x) is not np.ndarray:
+                    return None
+                a = <cnp.ndarray>x
+                if cnp.PyArray_TYPE(a) != cnp.NPY_DOUBLE or a.ndim != 1 or \
+                        a.shape[0] != size or not cnp.PyArray_IS_C_CONTIGUOUS(a):
+                    return None
+                memcpy(sd + at, cnp.PyArray_DATA(a), size * sizeof(double))
+        if self.passes(inputs) != 0:
+            return None
+        for name, at, size, shape in self.parts:
+            if shape is None:
+                res[name] = PyArray_Scalar(&hd[<i64>at], self.h.descr, None)
+            else:
+                res[name] = self.h[0, at:at + size].reshape(shape).copy()
+        return res
+
+
+@cython.auto_pickle(False)
+cdef class JvpCall:
+    """`rvm.jvp(program, inputs, tangents)` repeated on one thread's reused AD machine whose
+    runner for these tangents' names an earlier call made, with native tangent modes: reset,
+    inputs and tangents stored, the native forward run with tangents, {output: tangent} of
+    every differentiable output (np.float64 or a fresh array), or None for the general path
+    (another thread, the machine busy, other names or values it does not store, a trap, a
+    non-finite tangent, a tangent released nonzero: the general path reports them)."""
+    cdef Core core
+    cdef OneShotSlot slot
+    cdef unsigned long owner
+    cdef dict cells
+    cdef cnp.ndarray def_addrs, def_words
+    cdef list seeds                     # (name, address, size, scalar?) of the tangents
+    cdef list outs                      # (name, address, size, shape or None)
+    cdef object f64
+
+    def __init__(self, Core core, OneShotSlot slot, dict cells, cnp.ndarray def_addrs,
+                 cnp.ndarray def_words, list seeds, list outs):
+        self.core, self.slot = core, slot
+        self.owner = PyThread_get_thread_ident()
+        self.cells = cells
+        self.def_addrs = np.ascontiguousarray(def_addrs, dtype=np.int64)
+        self.def_words = np.ascontiguousarray(def_words, dtype=np.int64)
+        self.seeds, self.outs = seeds, outs
+        self.f64 = np.dtype(np.float64)
+
+    def __call__(self, inputs, tangents):
+        return self.call(inputs, tangents)
+
+    cdef object call(self, object inputs, object tangents):
+        cdef Core core = self.core
+        cdef VM* vm = &core.vm
+        cdef i64 i, addr, size
+        cdef i64* da
+        cdef i64* dw
+        cdef cnp.ndarray a
+        cdef cnp.npy_intp d
+        cdef dict res = {}
+        if PyThread_get_thread_ident() != self.owner or core.nat_fwd_t == NULL or \
+                self.slot.busy or core._duals is None or vm.brk != NULL or vm.n_watch != 0:
+            return None
+        if inputs is None:
+            inputs = _NO_INPUTS
+        elif type(inputs) is not dict:
+            return None
+        if type(tangents) is not dict or len(<dict>tangents) != len(self.seeds):
+            return None
+        vm.ad = _AD_TAN
+        core._reset(False)                  # (the duals too)
+        da, dw = _ptr(self.def_addrs), _ptr(self.def_words)
+        for i in range(self.def_addrs.shape[0]):
+            vm.mem[da[i]] = dw[i]
+        if _store_inputs(vm, <dict>inputs, self.cells) != 0:
+            return None
+        for name, addr, size, scalar in self.seeds:
+            x = (<dict>tangents).get(name)
+            if scalar:
+                if type(x) is not float:
+                    return None
+                vm.tan[addr] = <double>x
+            else:
+                if type(x) is not np.ndarray:
+                    return None
+                a = <cnp.ndarray>x
+                if cnp.PyArray_TYPE(a) != cnp.NPY_DOUBLE or a.ndim != 1 or \
+                        a.shape[0] != size or not cnp.PyArray_IS_C_CONTIGUOUS(a):
+                    return None
+                memcpy(vm.tan + addr, cnp.PyArray_DATA(a), size * sizeof(double))
+        if core.tangent_run() != 0 or vm.ev_release != 0:
+            return None
+        for name, addr, size, shape in self.outs:
+            for i in range(size):
+                if not isfinite(vm.tan[addr + i]):
+                    return None
+            if shape is None:
+                res[name] = PyArray_Scalar(&vm.tan[addr], self.f64, None)
+            else:
+                d = size
+                a = PyArray_EMPTY(1, &d, cnp.NPY_DOUBLE, 0)
+                memcpy(cnp.PyArray_DATA(a), vm.tan + addr, size * sizeof(double))
+                res[name] = a if len(shape) == 1 else a.reshape(shape)
         return res

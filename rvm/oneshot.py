@@ -50,6 +50,8 @@ class _Entry:
         # (a _core.HessCall for one (of, wrt)); each takes only its owner thread's calls
         self.run_call: Any = None
         self.hess_call: Any = None
+        self.hvp_call: Any = None             # rvm.hvp's (a _core.HvpCall)
+        self.jvp_call: Any = None             # rvm.jvp's (a _core.JvpCall)
 
 
 def entry(program: Program) -> _Entry:

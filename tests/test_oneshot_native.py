@@ -190,3 +190,52 @@ def test_a_full_hessian_in_one_call():
     assert h.tobytes() == want.tobytes()
     h[0, 0] = 99.0                                # a fresh array each call
     assert rvm.hessian(prog, inputs={"x": x}, **kw)[0, 0] == want[0, 0]
+
+
+def test_repeated_hvps_are_one_core_call():
+    prog = rvm.assemble("programs/norm.rasm")
+    x = np.array([1.0, -2.0, 0.5])
+    kw = dict(of="res", wrt=["x"])
+    rvm.hessian(prog, inputs={"x": x}, native=True, **kw)       # the tangent modes built
+    rvm.hvp(prog, v={"x": np.array([1.0, 0.0, 0.0])}, inputs={"x": x}, **kw)
+    assert oneshot.entry(prog).hvp_call is not None
+    for v in ([0.0, 1.0, 0.0], [0.25, -1.5, 2.0]):
+        got = rvm.hvp(prog, v={"x": np.array(v)}, inputs={"x": x}, **kw)
+        want = rvm.derivatives(prog, inputs={"x": x}, gradient=False, direction={"x": v},
+                               native=False, **kw).hvp
+        assert list(got) == ["x"] and got["x"].shape == (3,)
+        assert got["x"].tobytes() == want["x"].tobytes()
+    h = rvm.hessian(prog, inputs={"x": x}, **kw)
+    assert np.allclose(rvm.hvp(prog, v={"x": np.array([0.25, -1.5, 2.0])}, inputs={"x": x},
+                               **kw)["x"], h @ [0.25, -1.5, 2.0], rtol=1e-12, atol=1e-15)
+    with pytest.raises(KeyError):                                  # the general path's error
+        rvm.hvp(prog, v={"y": np.zeros(3)}, inputs={"x": x}, **kw)
+    # a scalar wrt gives an np.float64, as the general path does
+    prog = rvm.assemble("programs/besselj_rec.rasm")
+    kw = dict(of="out", wrt=["z"])
+    rvm.hessian(prog, inputs={"z": 3.0}, native=True, **kw)
+    rvm.hvp(prog, v={"z": 1.0}, inputs={"z": 3.0}, **kw)
+    got = rvm.hvp(prog, v={"z": 2.0}, inputs={"z": 3.0}, **kw)
+    want = rvm.derivatives(prog, inputs={"z": 3.0}, gradient=False, direction={"z": 2.0},
+                           native=False, **kw).hvp
+    assert type(got["z"]) is type(want["z"]) is np.float64 and got["z"] == want["z"]
+
+
+def test_repeated_jvps_are_one_native_run():
+    prog = rvm.assemble("programs/norm.rasm")
+    x = np.array([1.0, -2.0, 0.5])
+    rvm.hessian(prog, of="res", wrt=["x"], inputs={"x": x}, native=True)   # tangent code built
+    rvm.jvp(prog, {"x": x}, {"x": np.array([1.0, 0.0, 0.0])})
+    assert oneshot.entry(prog).jvp_call is not None
+    for t in ([0.0, 1.0, 0.0], [0.25, -1.5, 2.0]):
+        for xs in (x, np.array([3.0, 4.0, 0.0])):
+            got = rvm.jvp(prog, {"x": xs}, {"x": np.array(t)})
+            want = rvm.derivatives(prog, None, (), {"x": xs}, gradient=False,
+                                   tangents={"x": t}, native=False).tangent
+            assert list(got) == list(want) == ["x", "res"]
+            for k in want:
+                assert type(got[k]) is type(want[k])
+                assert np.asarray(got[k]).tobytes() == np.asarray(want[k]).tobytes()
+            assert got["res"] == pytest.approx(np.dot(xs, t) / np.linalg.norm(xs), rel=1e-12)
+    with pytest.raises(rvm.ad.engine.NotDifferentiable, match="'y' is not a global"):   # as before
+        rvm.jvp(prog, {"x": x}, {"y": np.zeros(3)})

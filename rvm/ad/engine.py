@@ -646,9 +646,46 @@ def _shared_grad_fn(program: Program, of: str, wrt: tuple[str, ...],
 def jvp(program: Program | str | os.PathLike, inputs: Mapping[str, Any] | None,
         tangents: Mapping[str, Any], **options: Any) -> dict[str, Any]:
     """Forward mode: the tangents of every differentiable output for input tangents
-    {name: tangent}."""
-    return derivatives(program, None, (), inputs, gradient=False, tangents=tangents,
-                       **options).tangent
+    {name: tangent}.
+
+    Called again on the same Program object, it reuses the first call's machine and, once
+    the tangent modes run as native code, makes the whole call in C (one native run)."""
+    if not options:
+        e = getattr(program, "_oneshot", None)
+        if e is not None and e.jvp_call is not None:
+            t = e.jvp_call(inputs, tangents)
+            if t is not None:
+                return t
+    res = derivatives(program, None, (), inputs, gradient=False, tangents=tangents,
+                      **options).tangent
+    if not options and isinstance(program, Program) and isinstance(tangents, dict):
+        _bind_jvp(program, list(tangents))
+    return res
+
+
+def _bind_jvp(program: Program, names: list[str]) -> None:
+    """Make the Program's JvpCall for tangents of `names` on this thread's reused AD machine,
+    when it has none and that machine's runner has native tangent modes."""
+    e = oneshot.entry(program)
+    if e.jvp_call is not None:
+        return
+    slot = oneshot.acquire(program, {}, "ad")
+    try:
+        m = slot.machine
+        runners = m.__dict__.get("_ad_runners")
+        r = runners.get((None, tuple(names))) if runners else None
+        if r is None or not slot.cached or not r.core.native_tangent:
+            return
+        cells, def_addrs, def_words, _ = r._fast_args()
+        seeds = [(c.name, c.addr, c.size, not c.shape) for c in r.wrt]
+        outs = []
+        for g in program.globals:
+            if g.is_output and g.type in DIFFERENTIABLE:
+                c = resolve(m, g.name, "output")
+                outs.append((g.name, c.addr, c.size, tuple(c.shape) if c.shape else None))
+        e.jvp_call = _core.JvpCall(r.core, slot, cells, def_addrs, def_words, seeds, outs)
+    finally:
+        oneshot.release(slot)
 
 
 def hessian(program: Program | str | os.PathLike, of: str, wrt: str | Sequence[str],
@@ -705,8 +742,45 @@ def _hessian_again(program: Program, of: str, wrt: str | Sequence[str],
 def hvp(program: Program | str | os.PathLike, of: str, wrt: str | Sequence[str],
         v: Mapping[str, Any], inputs: Mapping[str, Any] | None = None,
         **options: Any) -> dict[str, Any]:
-    """The Hessian-vector product H v for v = {wrt name: vector}."""
-    return derivatives(program, of, wrt, inputs, gradient=False, direction=v, **options).hvp
+    """The Hessian-vector product H v for v = {wrt name: vector}.
+
+    Called again on the same Program object, it reuses the first call's machine and, once
+    the tangent modes run as native code, makes the whole call in C (one core call)."""
+    if not options:
+        e = getattr(program, "_oneshot", None)
+        if e is not None and e.hvp_call is not None:
+            h = e.hvp_call(of, wrt, v, inputs)
+            if h is not None:
+                return h
+    res = derivatives(program, of, wrt, inputs, gradient=False, direction=v, **options).hvp
+    if not options and isinstance(program, Program):
+        _bind_hvp(program, of, wrt)
+    return res
+
+
+def _bind_hvp(program: Program, of: str, wrt: str | Sequence[str]) -> None:
+    """Make the Program's HvpCall for (of, wrt) on this thread's reused AD machine, when it
+    has none and that machine's runner has native tangent modes and checked paths."""
+    e = oneshot.entry(program)
+    if e.hvp_call is not None:
+        return
+    slot = oneshot.acquire(program, {}, "ad")
+    try:
+        runners = slot.machine.__dict__.get("_ad_runners")
+        r = runners.get((of, tuple(_wrt_list(wrt)))) if runners else None
+        if r is None or not slot.cached or not getattr(r, "paths_checked", False) or \
+                not r.n or not r.core.native_tangent:
+            return
+        cells, def_addrs, def_words, wrt_addrs = r._fast_args()
+        parts, at = [], 0
+        for c in r.wrt:
+            parts.append((c.name, at, c.size, tuple(c.shape) if c.shape else None))
+            at += c.size
+        e.hvp_call = _core.HvpCall(r.core, slot, of, list(wrt) if isinstance(wrt, list) else wrt,
+                                   r.of.addr, cells, def_addrs, def_words, wrt_addrs,
+                                   r._exact_addrs(), parts)
+    finally:
+        oneshot.release(slot)
 
 
 class GradFn(_core.GradFnBase):
