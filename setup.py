@@ -33,7 +33,7 @@ core = Extension(
              "rvm/_opcodes.pxi", "rvm/_decls.pxi", "rvm/_operands.pxi", "rvm/_ad.pxi",
              "rvm/_kernels.pxi", "rvm/_calls.pxi", "rvm/_native.pxi",
              "rvm/_gradfast.pxi", "rvm/_batch.pxi",
-             "rvm/_vm_run.pxi.in", "rvm/_vm_run.pxi"],
+             "rvm/_vm_run.pxi.in", "rvm/_vm_run.pxi", "rvm/_nested.pxi"],
     include_dirs=[numpy.get_include(), os.path.join(HERE, "rvm")],
     # -fwrapv: int cells wrap by definition; -ffp-contract=off: no fused multiply-add, so float
     # results match isa/arith.py bit for bit.

@@ -35,7 +35,7 @@ from isa.program import (
     operand,
 )
 from isa.table import INVERSE, OP_BY_NAME, ROW_WIDTH, Op, op_for
-from isa.types import INT, LNS, NumType
+from isa.types import FLOAT, INT, LNS, NumType
 
 from .calls import CallRecord, Guard
 from .declarations import Declarations
@@ -47,6 +47,7 @@ from .lower import ALWAYS, ExprCompiler, Test
 from .nodes import (
     Compare,
     Delocal,
+    Deriv,
     For,
     From,
     If,
@@ -213,6 +214,8 @@ class FunctionCompiler(ExprCompiler):
     def _stmt(self, s) -> None:
         if isinstance(s, Update):
             self.update(s)
+        elif isinstance(s, Deriv):
+            self.deriv(s)
         elif isinstance(s, Instr):
             self.instr(s)
         elif isinstance(s, Label):
@@ -709,6 +712,106 @@ class FunctionCompiler(ExprCompiler):
         self.calls.append(CallRecord(self.sig, callee, refs, ce.pos, list(self.guards),
                                      by_value, reads))
         self.emit(m.shape.ops[0], [k], st.pos)
+        self.uncompute(lo, hi)
+
+    def deriv(self, st: Deriv) -> None:
+        """`g += grad f(args) wrt x` / `d += jvp f(args) wrt x along v`: one addgrad/addjvp
+        row whose callsite passes a scratch float temporary as f's first argument (its output)
+        and then args; the target, wrt and along are float cells or float arrays of one
+        length (docs/rasm.md, "Derivatives")."""
+        ce = st.call
+        what = f"{st.kind} {ce.name}"
+        if st.op not in ("+=", "-="):
+            raise Fail(st.op_pos, "E008", f"`{what}` is added (`+=`) or subtracted (`-=`), not "
+                                          f"`{st.op}`")
+        callee = self.decls.funcs.get(ce.name)
+        if callee is None:
+            raise Fail(ce.pos, "E012", f"unknown function `{ce.name}`")
+        ps = callee.params
+        if not ps or ps[0].is_array or ps[0].type != FLOAT:
+            raise Fail(ce.pos, "E004", f"the first parameter of `{ce.name}` must be a float cell: "
+                                       f"the output `{st.kind}` differentiates (f adds its value "
+                                       f"into it)")
+        n = len(ps) - 1
+        args = list(ce.args)
+        if len(args) not in (n, n + 1):
+            raise Fail(ce.pos, "E009", f"`{st.kind} {ce.name}(...)` takes {n} argument"
+                                       f"{'s' * (n != 1)} (all but the output), or {n + 1} with "
+                                       f"the output cell first, not {len(args)}")
+
+        def cells(o, role: str, write: bool) -> Ref:
+            if isinstance(o, Name) and self.res.lookup(o.name, o.pos).is_array:
+                r = self.res.array(o)
+                if write:
+                    self.check_write(r)
+            elif isinstance(o, (Name, Index)):
+                r = self.target(o) if write else self.operand(o, FLOAT)
+            else:
+                raise Fail(o.pos, "E008", f"the {role} of `{what}` is a cell or an array, not "
+                                          f"`{text(o)}`")
+            if r.type != FLOAT:
+                raise Fail(o.pos, "E004", f"the {role} `{r.text}` is {r.type.name_}: derivatives "
+                                          f"are taken of and with respect to float cells")
+            return r
+
+        lo = self.unit.pc
+        y = cells(st.target, "target", True)
+        w = cells(st.wrt, "wrt", False)
+        v = cells(st.along, "along", False) if st.along is not None else None
+        if st.kind == "jvp" and y.array:
+            raise Fail(st.target.pos, "E008", f"the target of `{what}` is a cell (the directional "
+                                              f"derivative is a number)")
+        shaped = [w] + ([v] if v is not None else []) + ([y] if st.kind == "grad" else [])
+        if any(r.array for r in shaped) and not all(r.array for r in shaped):
+            bad = next(r for r in shaped if not r.array)
+            raise Fail(bad.pos, "E004", f"`{bad.text}` is a cell, but `{what}` takes arrays here "
+                                        f"(the target, wrt and along are all cells or all arrays)")
+        if w.array:
+            lens = {r.length for r in shaped if r.length is not None and r.length >= 0}
+            if len(lens) > 1:
+                raise Fail(st.wrt.pos, "E004", f"the arrays of `{what}` differ in length "
+                                               f"({', '.join(str(x) for x in sorted(lens))})")
+            dlen = lens.pop() if lens else -1
+        else:
+            dlen = -2
+        refs, by_value = [], []
+        ty = self.typer
+        if len(args) == n + 1:          # the output cell given (as the disassembler writes it)
+            out = cells(args.pop(0), "output", True)
+            if out.array:
+                raise Fail(out.pos, "E008", f"the output of `{what}` is a float cell")
+        else:
+            out = self.temp(FLOAT)
+        for o, p in zip(args, ps[1:]):
+            if p.is_array:
+                r = self.res.array(o)
+                if r.type != p.type:
+                    raise Fail(o.pos, "E004", f"`{r.text}` is {r.type.name_}[], parameter "
+                                              f"`{p.name}` of `{ce.name}` is {p.type.name_}[]")
+                by_value.append(False)
+            else:
+                t = ty.infer(o)
+                if t is not None and t != p.type and not (t == BOOL and p.type == INT):
+                    raise Fail(o.pos, "E004", f"type mismatch: `{text(o)}` is {t}, expected "
+                                              f"{p.type.name_}")
+                ty.settle(o, p.type)
+                r = self.operand(o, p.type)
+                by_value.append(not (isinstance(o, (Name, Index)) or id(o) in ty.consts))
+            refs.append(r)
+        self.check_aliases([y, out], refs + [w] + ([v] if v is not None else []))
+        hi = self.unit.pc
+        k = self.unit.callsite(CallSite(callee.index, [
+            Arg(r.word, r.length if r.array else None) for r in [out] + refs]))
+        reads = [[]] + [self.arg_reads(o) for o in args]
+        self.calls.append(CallRecord(self.sig, callee, [out] + refs, ce.pos, list(self.guards),
+                                     [False] + by_value, reads))
+        sign = "add" if st.op == "+=" else "sub"
+        op = OP_BY_NAME[f"{sign}{st.kind}.f"]
+        if st.kind == "grad":
+            self.emit(op, [k, y.word, w.word, dlen], st.pos)
+        else:
+            assert v is not None
+            self.emit(op, [k, y.word, w.word, v.word, dlen], st.pos)
         self.uncompute(lo, hi)
 
     def arg_reads(self, o) -> list[Ref]:

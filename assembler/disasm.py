@@ -233,7 +233,7 @@ class Disassembler:
             always = "cc" in op.operands and cond_parts(row[1])[0] == CMP_ALWAYS
             for k, kind in enumerate(op.operands):
                 v = row[1 + k]
-                if kind in ("y", "a") and not (always and kind == "a"):
+                if kind in ("y", "a", "dy", "da") and not (always and kind == "a"):
                     word(v)
                 elif kind == "callsite":
                     for a in p.callsites[v].args:
@@ -303,6 +303,9 @@ class Disassembler:
                 texts.append("")        # a condition's operands: there is no condition
             elif kind in ("y", "a"):
                 texts.append(self.cell(v))
+            elif kind in ("dy", "da"):
+                n = int(ops["dlen"])
+                texts.append(self.cell(v) if n == -2 else self.array(v, n))
             elif kind == "imm":
                 texts.append(word_text(v, op.type, self.F))
             elif kind == "k":

@@ -18,6 +18,10 @@ _JMP = OP_BY_NAME["jmp"].code
 _JOIN = OP_BY_NAME["join"].code
 _CALL = OP_BY_NAME["call"].code
 _UNCALL = OP_BY_NAME["uncall"].code
+# derivative statements call their function too: in a whole-program inversion the callee is
+# inverted (its value negated), so `g += grad f` stays `g += grad f'` = `g -= grad f`
+_CALLERS = {_CALL, _UNCALL} | {op.code for op in OPS
+                               if op.family in ("addgrad", "subgrad", "addjvp", "subjvp")}
 _PC_SLOT = 1 + OPS[_JMP].operands.index("pc")
 
 
@@ -26,12 +30,13 @@ def invert_rows(rows: np.ndarray, base: int, swap_calls: bool = True) -> np.ndar
 
     Every jmp/join inside the block must pair with one inside it.  With `swap_calls` a call
     becomes an uncall of the same function (the callee is unchanged); whole-program inversion
-    inverts the callees themselves and so keeps calls as they are."""
+    inverts the callees themselves and so keeps calls (and derivative statements, whose value
+    the inverted callee negates) as they are."""
     n = len(rows)
     out = np.array(rows[::-1], dtype=np.int64, copy=True)
     for i in range(n):
         op = int(out[i, 0])
-        if swap_calls or op not in (_CALL, _UNCALL):
+        if swap_calls or op not in _CALLERS:
             out[i, 0] = INVERSE[op]
         if op in (_JMP, _JOIN):
             rel = int(out[i, _PC_SLOT]) - base

@@ -138,6 +138,20 @@ class Instr:
 
 
 @dataclass(slots=True, eq=False)
+class Deriv:
+    """`target += grad f(args) wrt x` or `target += jvp f(args) wrt x along v` (also `-=`):
+    a derivative of f, whose first parameter (not written in args) is its float output."""
+    pos: Pos
+    target: Expr
+    op: str
+    op_pos: Pos
+    kind: str                # "grad" or "jvp"
+    call: CallExpr
+    wrt: Expr
+    along: Expr | None
+
+
+@dataclass(slots=True, eq=False)
 class Update:
     """`target OP= expr` (OP one of + - ^ * /): compiled by compute-use-uncompute."""
     pos: Pos
@@ -255,8 +269,8 @@ class Recovered:
     body: list
 
 
-Stmt = (Instr | Update | Swap | StackOp | Show | LocalDecl | Delocal | Label | If | From | For
-        | With | Recovered)
+Stmt = (Instr | Update | Deriv | Swap | StackOp | Show | LocalDecl | Delocal | Label | If | From
+        | For | With | Recovered)
 
 
 # ---- top level ------------------------------------------------------------------------------

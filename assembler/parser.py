@@ -33,6 +33,7 @@ from .nodes import (
     Compare,
     Decl,
     Delocal,
+    Deriv,
     FixedDirective,
     For,
     From,
@@ -855,6 +856,10 @@ class Parser:
         t = self.peek()
         if t.kind == PUNCT and t.text in UPDATE_OPS:
             self.next()
+            d = self.peek()
+            if d.kind == NAME and d.text in ("grad", "jvp") and self.peek(1).kind == NAME \
+                    and self.peek(2).is_("("):
+                return self.deriv(first, target, t, d)
             e = self.expr()
             self.end_stmt()
             return Update(first.pos, target, t.text, t.pos, e)
@@ -864,6 +869,27 @@ class Parser:
             self.end_stmt()
             return Swap(first.pos, target, other)
         raise ParseFail(t, _UPDATE)
+
+    def deriv(self, first: Token, target, op: Token, kind: Token) -> Deriv:
+        """`target OP grad f(args) wrt x` / `target OP jvp f(args) wrt x along v`."""
+        self.next()
+        n = self.name("a function name", keyword_ok=True)
+        self.expect("(")
+        args = []
+        if not self.at(")"):
+            args.append(self.expr())
+            while self.accept(","):
+                args.append(self.expr())
+        self.expect(")")
+        self.expect("wrt")
+        wrt = self.expr()
+        along = None
+        if kind.text == "jvp":
+            self.expect("along")
+            along = self.expr()
+        self.end_stmt()
+        return Deriv(first.pos, target, op.text, op.pos, kind.text, CallExpr(n.pos, n.name, args),
+                     wrt, along)
 
     # ---- instruction statements -------------------------------------------------------------
     def instr(self):

@@ -78,9 +78,16 @@ _PF_OF = {"add": PF_ONE, "cvt": PF_ONE, "addmul": PF_MUL, "adddiv": PF_DIV, "add
           "adddif": PF_DIF}
 
 
+#: derivative statements: their own derivatives are second-order modes of the machine, run by
+#: the instruction itself (outer tangent: adjoint-over-tangent; outer adjoint: Hessian-vector)
+DERIVATIVE_FAMILIES = ("addgrad", "subgrad", "addjvp", "subjvp")
+
+
 def rule_for(op: Op) -> Rule | None:
     """The differentiation rule of `op`, or None when it touches no differentiable cell."""
     fam = op.family
+    if fam in DERIVATIVE_FAMILIES:
+        return None         # the machine runs their rule itself (rvm/_nested.pxi, docs/ad.md)
     if fam in ("push", "pop"):
         return Rule("move")
     if fam in ("alloc", "free"):

@@ -27,6 +27,10 @@ KIND_DOC = {
     "pc": "code address of the paired jmp/join",
     "callsite": "call-site table entry (function and argument references)",
     "func": "function table entry",
+    "dy": "target of a derivative statement: a cell, or an array of dlen cells",
+    "da": "wrt or along operand of a derivative statement: a cell, or an array of dlen cells",
+    "dlen": "-2: the dy/da operands are cells; -1: they are parameter arrays of the wrt "
+            "parameter's length; n >= 0: arrays of n cells",
     "trace": "trace table entry (message and cells)",
     "msg": "0 (no message), or 1 + the trace table entry whose message (and value names) a "
            "failed assert reports; the machine ignores it otherwise",

@@ -140,7 +140,14 @@ class BytecodeTrap(Trap):
     code = "bytecode"
 
 
+class NestingError(Trap):
+    """A derivative statement (`grad`, `jvp`) the machine cannot run: nested deeper than the
+    machine's second-order modes reach, operands of different lengths, or a scratch output
+    that is not zero before or after the nested run (docs/ad.md)."""
+    code = "nesting"
+
+
 TRAPS: tuple[type[Trap], ...] = (ComeFromError, AncillaError, PopError, StackUnderflow,
                                  StackOverflow, AliasError, ReadOnlyError, BoundsError,
                                  DivisionByZero, DomainError, RangeError, AssertionTrap,
-                                 StepLimit, BytecodeTrap)
+                                 StepLimit, BytecodeTrap, NestingError)

@@ -102,7 +102,7 @@ LAW_ADD = "add"            # int, fixed: wrapping +/-; float: +/- (a non-finite 
 LAW_XOR = "xor"            # int bits: ^ (its own inverse)
 LAW_MUL = "mul"            # lns: * and / (exact: the logs add)
 # data families whose semantics is the machine's state (value stack, scopes), not a C body
-MACHINE_FAMILIES = ("push", "pop", "alloc", "free")
+MACHINE_FAMILIES = ("push", "pop", "alloc", "free", "addgrad", "subgrad", "addjvp", "subjvp")
 # families whose two targets may be one cell (a swap of a cell with itself is the identity)
 TARGETS_MAY_COINCIDE = ("swap",)
 
@@ -301,6 +301,23 @@ _family("cswap", "cswap", (INT,), ("y", "y", "a"), "cswap {0}, {1}, {2}",
         "exchange the bits of x and y where c has a 1 bit (the Fredkin gate on 64 bit lanes)",
         body="i64 t = (y ^ y2) & a; y ^= t; y2 ^= t;")
 
+# --- appended: derivative statements (nested AD, docs/ad.md "Derivatives inside a program") --
+# The callsite calls f with a scratch float cell first (f adds its value into it); the target,
+# wrt and along operands are cells (dlen = -2) or arrays of dlen cells (-1: the length of the
+# wrt parameter array).  The machine runs f forward and back on a scratch set of duals and adds
+# the derivative; its own derivative for an outer mode is a second-order mode (Hessian-vector).
+_family("addgrad", "subgrad", (FLOAT,), ("callsite", "dy", "da", "dlen"),
+        "{1} += grad {call} wrt {2}",
+        "g += the gradient of f (its first parameter, a scratch output) with respect to the wrt "
+        "cell or array, by an adjoint sweep of f on scratch duals")
+_family("subgrad", "addgrad", (FLOAT,), ("callsite", "dy", "da", "dlen"),
+        "{1} -= grad {call} wrt {2}", "g -= the same gradient")
+_family("addjvp", "subjvp", (FLOAT,), ("callsite", "y", "da", "da", "dlen"),
+        "{1} += jvp {call} wrt {2} along {3}",
+        "d += the directional derivative of f (first parameter: a scratch output) at the wrt "
+        "cells along v, by a tangent run of f on scratch duals")
+_family("subjvp", "addjvp", (FLOAT,), ("callsite", "y", "da", "da", "dlen"),
+        "{1} -= jvp {call} wrt {2} along {3}", "d -= the same directional derivative")
 OPS: tuple[Op, ...] = tuple(_ops)
 OP_BY_NAME: dict[str, Op] = {op.name: op for op in OPS}
 assert len(OP_BY_NAME) == len(OPS)

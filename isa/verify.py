@@ -41,7 +41,7 @@ import numpy as np
 
 from isa.functions import CMP_ALWAYS, FN1, FN2
 from isa.table import OPS, ROW_WIDTH
-from isa.types import INT, INT64_MAX, INT64_MIN, MAX_FRACTION_BITS, TYPE_NAMES, NumType
+from isa.types import FLOAT, INT, INT64_MAX, INT64_MIN, MAX_FRACTION_BITS, TYPE_NAMES, NumType
 
 from .errors import InvalidBytecode
 from .program import (
@@ -74,6 +74,7 @@ ROLES = (INPUT, OUTPUT, INOUT, GLOBAL)
 _OP = {op.name: op.code for op in OPS}
 _JMP, _JOIN, _BEGIN, _END = _OP["jmp"], _OP["join"], _OP["begin"], _OP["end"]
 _CALL, _UNCALL = _OP["call"], _OP["uncall"]
+_DERIVS = ("addgrad", "subgrad", "addjvp", "subjvp")
 _CONDITIONS = ("jmp", "join", "assert")     # their operands are unused by an `always`
 _PC_SLOT = 1 + OPS[_JMP].operands.index("pc")
 _CC_SLOT = 1 + OPS[_JMP].operands.index("cc")
@@ -689,6 +690,8 @@ class _Verifier:
                         forks.append(pc)
                 elif kind == "callsite":
                     self.check_call(where, fi, w)
+                    if op.family in _DERIVS:
+                        self.check_deriv(where, fi, op, row)
                 elif kind == "trace":
                     if not 0 <= w < len(self._traces):
                         self.err(f"{ow}: trace index {w} is out of range "
@@ -755,6 +758,41 @@ class _Verifier:
                 problem, _ = self.array(fi, int(tw), int(n), False)
             if problem:
                 self.err(f"{ow}: trace {k} operand {j}: {problem}")
+
+    def check_deriv(self, where, fi, op, row) -> None:
+        """A derivative statement (addgrad, addjvp, ...): its callee's first parameter is the
+        scratch float output; the target, wrt and along operands are float cells (dlen -2) or
+        float arrays of dlen cells (-1: parameter arrays, the wrt parameter's length)."""
+        kinds = op.operands
+        k = row[1]
+        if 0 <= k < len(self._callsites) and self.csvalid[k]:
+            callee = self._functions[int(self._callsites[k].func)]
+            q = callee.params[0] if callee.params else None
+            if q is None or q.is_array or int(q.type) != int(FLOAT):
+                self.err(f"{where}: the first parameter of {callee.name!r} must be a float cell "
+                         f"(the output the derivative is taken of)")
+        n = row[kinds.index("dlen") + 1]
+        if n < -2 or n > MAX_CELLS:
+            self.err(f"{where}: dlen {n} is not -2 (cells), -1 (parameter arrays) or a length")
+            return
+        for j, kind in enumerate(kinds):
+            w = row[1 + j]
+            if kind not in ("dy", "da") or (op.family.endswith("jvp") and kind == "y"):
+                continue
+            ow = f"{where}: operand {j + 1} ({kind})"
+            if n == -2:
+                problem, t = self.cell(fi, w, kind == "dy")
+            elif n == -1 and w & 7 != MODE_P:
+                problem, t = "an array of the wrt parameter's length must be a parameter", None
+            else:
+                m = -1 if w & 7 == MODE_P else int(n)      # a parameter's length is the call's
+                if not self._array_word_ok(ow, int(w), m):
+                    continue
+                problem, t = self.array(fi, int(w), m, kind == "dy")
+            if problem:
+                self.err(f"{ow}: {problem}")
+            elif t is not None and t != FLOAT:
+                self.form(f"{ow}: cell has type {_tname(t)}, {op.name} needs float")
 
     def check_call(self, where, fi, k) -> None:
         if not 0 <= k < len(self._callsites):

@@ -43,6 +43,7 @@ include "_ad.pxi"         # the AD rules (ad_rule, ad_inline, ad_rot, ad_apply)
 include "_kernels.pxi"    # loop kernels (run_kernel, run_reduce, run_induct)
 include "_calls.pxi"      # calls, returns and frames
 include "_vm_run.pxi"     # the dispatch loop (generated from rvm/_vm_run.pxi.in)
+include "_nested.pxi"     # derivative statements: nested runs on scratch duals (nested AD)
 
 
 # ---- the Python-facing core --------------------------------------------------------------------
@@ -85,6 +86,7 @@ cdef class Core:
     cdef object _watch
     cdef object _verifier                  # isa.verify's checker of this program (resolve)
     cdef object _duals                     # (tan, adj, adjt) over mem and over the value stack
+    cdef object _nest_duals                # the dual sets of derivative statements (_nested.pxi)
     cdef object _kernels
     cdef native_fn nat_fwd                 # Core.gradient's native code (set_native) or NULL
     cdef native_fn nat_bwd
@@ -176,9 +178,31 @@ cdef class Core:
         vm.fr_ret = self._work(max_depth)
         vm.fr_fdir = self._work(max_depth)
         vm.max_depth = max_depth
+        self._alloc_nest_duals()
         self._build_kernels()
         vm.use_kernels = 1
         self.reset(False)
+
+    def _alloc_nest_duals(self) -> None:
+        """A program with derivative statements gets a set of dual arrays per nesting level
+        (zeroed pages, touched only where a nested run writes them)."""
+        cdef VM* vm = &self.vm
+        cdef cnp.ndarray a
+        ops = self.code[:, 0] if len(self.code) else np.zeros(0, dtype=np.int64)
+        if not np.isin(ops, [OP_ADDGRAD_F, OP_SUBGRAD_F, OP_ADDJVP_F, OP_SUBJVP_F]).any():
+            return
+        cap = max(vm.stack_cap, 1)
+        self._nest_duals = []
+        for lvl in range(1, NEST_LEVELS + 1):
+            arrs = [np.zeros(vm.n_mem, dtype=np.float64) for _ in range(3)] + \
+                [np.zeros(cap, dtype=np.float64) for _ in range(3)]
+            self._nest_duals.append(arrs)
+            a = arrs[0]; vm.n_tan[lvl] = <double*>cnp.PyArray_DATA(a)
+            a = arrs[1]; vm.n_adj[lvl] = <double*>cnp.PyArray_DATA(a)
+            a = arrs[2]; vm.n_adjt[lvl] = <double*>cnp.PyArray_DATA(a)
+            a = arrs[3]; vm.n_stan[lvl] = <double*>cnp.PyArray_DATA(a)
+            a = arrs[4]; vm.n_sadj[lvl] = <double*>cnp.PyArray_DATA(a)
+            a = arrs[5]; vm.n_sadjt[lvl] = <double*>cnp.PyArray_DATA(a)
 
     def _build_kernels(self) -> None:
         """Find the loops a kernel can run (see run_kernel), in both directions of execution."""
@@ -536,6 +560,8 @@ cdef class Core:
         vm.t = 0
         vm.trace_ack = 0
         vm.trap = 0
+        vm.nest = 0
+        vm.stop_depth = 0
         if self._duals is not None:
             self.clear_duals()
         vm.steps = vm.peak_sp = vm.peak_frame = vm.peak_depth = 0

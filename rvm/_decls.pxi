@@ -238,6 +238,16 @@ cdef struct VM:
     i64 ev_release_pc
     i64 ev_nonfinite      # a derivative became inf or nan
     i64 ev_nonfinite_pc
+    # derivative statements (rvm/_nested.pxi): the depth a nested run stops at, how many
+    # nested runs are under way, and a set of dual arrays per nesting level (index 0 unused)
+    i64 stop_depth
+    int nest
+    double* n_tan[3]
+    double* n_adj[3]
+    double* n_adjt[3]
+    double* n_stan[3]
+    double* n_sadj[3]
+    double* n_sadjt[3]
     i64 rot_w             # the angle word of the last float rotation, with its cos and sin
     double rot_cs[2]
     # statistics since reset

@@ -43,6 +43,7 @@ from .errors import (
     ComeFromError,
     DivisionByZero,
     DomainError,
+    NestingError,
     PathDivergence,
     PopError,
     RangeError,
@@ -55,6 +56,21 @@ from .errors import (
 )
 from .program import MODE_G, MODE_L, MODE_N, MODE_P, MODE_X, Function, Program, operand_parts
 from .values import ValueEncodingError, decode, decode_array, encode, encode_array
+
+_NEST_MODES = {0: "no", 1: "a tangent", 2: "an adjoint", 3: "a tangent-over-adjoint"}
+# the machine's reasons for refusing a derivative statement (rvm/_nested.pxi), by trap word 3
+_NEST_WHY = {
+    3002: lambda tv: (f"a derivative statement under {_NEST_MODES.get(int(tv[0]) & 3, '?')} mode "
+                      f"at nesting level {int(tv[1])}: unsupported (the machine differentiates a "
+                      f"derivative statement once, by its second-order modes; a third order, "
+                      f"or more than two statements nested, is not supported)"),
+    3003: lambda tv: (f"the target, wrt and along operands of a derivative statement differ in "
+                      f"length ({int(tv[0])} and {int(tv[1])} cells)"),
+    3004: lambda tv: ("the scratch output of a derivative statement is not zero after the "
+                      "nested run (its function must add its value into the output once, so "
+                      "that running it back subtracts exactly that value)"),
+    3005: lambda tv: "the scratch output of a derivative statement is not zero before the run",
+}
 
 __all__ = ["Machine", "TraceEvent", "UnknownName", "describe_operand", "format_instruction"]
 
@@ -1052,6 +1068,8 @@ class Machine:
             return self._make(cls, f"{reason}{way}", pc, D, vals)
         if code == _core.T_ASSERT:
             return self._assertion(pc, D, row, func)
+        if code == _core.T_BYTECODE and tv[3] in _NEST_WHY:
+            return self._make(NestingError, _NEST_WHY[tv[3]](tv) + way, pc, D, {})
         if code == _core.T_BYTECODE and tv[3] == _core.NO_KERNEL_CASE:
             return self._make(BytecodeTrap, f"{ran_as.name} is a loop-kernel opcode "
                               f"(KERNEL_OPS) but kernel_row has no case for it: refused, "

@@ -277,3 +277,15 @@ def test_the_programs_as_they_are(name, out, expected):
                "l": [[0.4], [-0.3]], "x": [[0.2, 0.1], [-0.3, 0.8], [1.1, -0.6]]}
         expected = gmm_ref(inp) - programs.gmm_constant(2, 2, 3, 0, 1.0)
     assert np.allclose(res.outputs[out], expected, rtol=1e-13)
+
+
+@pytest.mark.parametrize("omode, imode", [(0, 0), (1, 1), (1, 0), (0, 1)],
+                         ids=["rr", "ff", "fr", "rf"])
+def test_saddle_nested_ad_gives_the_evals_answer(omode, imode):
+    """saddle.rasm: the outer argmin's gradient differentiates the inner argmax's gradients
+    (derivative statements, docs/ad.md), each level in forward or reverse mode; GradBench's
+    expected output (evals/saddle/run.py) is 8.246324826140356e-06 four times."""
+    prog = rvm.assemble(ROOT / "programs" / "gradbench" / "saddle.rasm")
+    out = rvm.run(prog, {"omode": omode, "imode": imode}).outputs
+    assert np.allclose(np.concatenate([out["r1"], out["r2"]]), 8.246324826140356e-06,
+                       rtol=1e-9, atol=0)

@@ -20,6 +20,7 @@ from rvm.errors import (
     ComeFromError,
     DivisionByZero,
     DomainError,
+    NestingError,
     PopError,
     RangeError,
     ReadOnlyError,
@@ -511,6 +512,22 @@ def test_come_from_after_a_taken_jump(how):
     assert (e.pc, e.step, m.pc, m.t, m.came) == (3, 2, 3, 2, True)   # begin is pc 0, t counts entry
     assert "arrive" in e.detail or "came" in e.detail
     back_to_start(m, {"x": 0})
+
+
+def test_nesting_error_changes_nothing():
+    """A derivative statement whose parameter arrays differ in length (docs/ad.md)."""
+    import assembler
+    prog = assembler.assemble(
+        "input x: float[3] = [1.0, 2.0, 3.0]\nglobal g: float[2]\n"
+        "func f(out: float, x: float[]) {\n    out += x[0] * x[1]\n}\n"
+        "func h(g: float[], x: float[]) {\n    g += grad f(x) wrt x\n}\n"
+        "func main() {\n    call h(g, x)\n}\n", "test.rasm")
+    m = Machine(prog)
+    m.reset()
+    e = trap_of(m, NestingError)
+    assert "differ in length (2 and 3 cells)" in str(e)
+    assert e.location == ("test.rasm", 7, 5)
+    back_to_start(m, {"x": [1.0, 2.0, 3.0]})
 
 
 def test_every_trap_class_is_tested():
