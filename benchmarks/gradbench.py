@@ -22,7 +22,10 @@ the derivative's ratio to manual, JAX and PyTorch, validation), writes JSON and 
 ends with `PASS eval tool` / `FAIL eval tool: reason` per eval and tool.  The machine it
 was written on is shared, so a tool's run minutes apart from manual's can fall in a busier
 spell: `--interleave N` also runs each evaluation on the manual tool, alternately with the
-tool on the same input, and reports the ratio of their best runs (the reliable one).  Exit status: 0 when
+tool on the same input, and reports the ratio of their best runs (the reliable one).  saddle
+and particle (nested AD) have four variants, ff, fr, rf and rr, each a row; manual, JAX and
+PyTorch have no implementation of them at the pinned commit, so they run on rvm alone,
+validated against the outputs their evals expect.  Exit status: 0 when
 every validation passed, 1 when one failed (or a tool failed an evaluation), 2 for usage
 errors (no such directory, an unknown eval or tool)."""
 from __future__ import annotations
@@ -40,17 +43,22 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 PINNED = "f26651a7bcc120654fa895adecaf371b8cc059c5"
-EVALS = ["lse", "llsq", "det", "ode", "kmeans", "gmm", "ba"]
+EVALS = ["lse", "llsq", "det", "ode", "kmeans", "gmm", "ba", "saddle", "particle"]
+# nested AD: four variants (forward or reverse mode outside and inside), each a derivative
+NESTED = {"saddle", "particle"}
 TOOLS = ["rvm", "manual", "jax", "pytorch"]
 DERIVATIVE = {"lse": "gradient", "llsq": "gradient", "det": "gradient", "ode": "gradient",
-              "kmeans": "dir", "gmm": "jacobian", "ba": "jacobian"}
+              "kmeans": "dir", "gmm": "jacobian", "ba": "jacobian",
+              "saddle": "ff, fr, rf, rr", "particle": "ff, fr, rf, rr"}
 # the evals each GradBench tool implements at the pinned commit (tools/*/evals.txt)
 SUPPORTED = {"jax": {"gmm", "kmeans", "llsq", "lse", "ode"},
-             "pytorch": {"gmm", "kmeans", "lse"}}
+             "pytorch": {"gmm", "kmeans", "lse"},
+             "manual": {"ba", "det", "gmm", "kmeans", "llsq", "lse", "ode"}}
 # --quick: the first sizes of each eval's defaults, repeated for at least 0.1 s
 QUICK = {"lse": ["-n", "2500", "20000"], "llsq": ["-n", "16", "1024"], "det": ["-l", "5", "7"],
          "ode": ["-n", "1000", "-s", "1", "10"], "kmeans": ["-k", "10", "-n", "1000", "-d", "8"],
-         "gmm": ["-d", "2", "10", "-k", "5", "10"], "ba": ["--min", "1", "--max", "2"]}
+         "gmm": ["-d", "2", "10", "-k", "5", "10"], "ba": ["--min", "1", "--max", "2"],
+         "saddle": [], "particle": []}
 
 
 def tool_command(tool: str, gb: Path) -> list[str]:
@@ -78,8 +86,10 @@ def build_manual(gb: Path, evals: list[str]) -> None:
             shutil.copy(system, json_hpp)
         else:
             subprocess.run(["make", "-C", str(gb / "cpp")], check=True)
-    subprocess.run(["make", "-C", str(gb / "tools" / "manual")] + [f"bin/{e}" for e in evals],
-                   check=True, stdout=subprocess.DEVNULL)
+    evals = [e for e in evals if e in SUPPORTED["manual"]]
+    if evals:
+        subprocess.run(["make", "-C", str(gb / "tools" / "manual")] + [f"bin/{e}" for e in evals],
+                       check=True, stdout=subprocess.DEVNULL)
 
 
 def ask(proc: subprocess.Popen, line: str) -> dict[str, Any] | None:
@@ -215,17 +225,21 @@ def table(eval_name: str, results: dict[str, dict[str, Any]]) -> list[dict[str, 
     rows = []
     deriv = DERIVATIVE[eval_name]
     sizes: list[str] = []
+    nested = eval_name in NESTED        # a row per variant (each one is a derivative)
+
+    def size_of(e: dict[str, Any]) -> str:
+        return f"{e['function']} {e['description']}" if nested else e["description"]
     for log in results.values():
         for e in log["evaluations"]:
-            if e["description"] not in sizes:
-                sizes.append(e["description"])
+            if size_of(e) not in sizes:
+                sizes.append(size_of(e))
     for size in sizes:
         times = {}
         for tool, log in results.items():
-            obj = [e for e in log["evaluations"] if e["description"] == size and
-                   e["function"] != deriv]
-            der = [e for e in log["evaluations"] if e["description"] == size and
-                   e["function"] == deriv]
+            obj = [e for e in log["evaluations"] if size_of(e) == size and
+                   e["function"] != deriv and not nested]
+            der = [e for e in log["evaluations"] if size_of(e) == size and
+                   (e["function"] == deriv or nested)]
             times[tool] = (obj[0] if obj else None, der[0] if der else None)
         for tool, (obj, der) in times.items():
             row = {"eval": eval_name, "size": size, "tool": tool,
@@ -364,7 +378,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"  {ev} {tool}: skipped ({why})", flush=True)
                 continue
             t0 = time.perf_counter()
-            log = play(gb, ev, tool, args, a.timeout, a.interleave)
+            log = play(gb, ev, tool, args, a.timeout,
+                       a.interleave if ev in SUPPORTED["manual"] else 0)
             results[tool] = log
             v = verdict(log)
             verdicts.append((ev, tool, v))

@@ -289,3 +289,23 @@ def test_saddle_nested_ad_gives_the_evals_answer(omode, imode):
     out = rvm.run(prog, {"omode": omode, "imode": imode}).outputs
     assert np.allclose(np.concatenate([out["r1"], out["r2"]]), 8.246324826140356e-06,
                        rtol=1e-9, atol=0)
+
+
+@pytest.mark.parametrize("omode, imode", [(0, 0), (1, 1), (1, 0), (0, 1)],
+                         ids=["rr", "ff", "fr", "rf"])
+def test_particle_nested_ad_gives_the_evals_answer(omode, imode):
+    """particle.rasm: the outer descent's gradient differentiates an Euler run whose steps
+    take the potential's gradient; GradBench's expected w (evals/particle/run.py)."""
+    prog = rvm.assemble(ROOT / "programs" / "gradbench" / "particle.rasm")
+    w = rvm.run(prog, {"omode": omode, "imode": imode}).outputs["w"]
+    assert w == pytest.approx(0.2071918746486116, rel=1e-12)
+
+
+def test_the_tool_answers_the_nested_evals():
+    """The GradBench tool's saddle and particle functions: the JSON outputs the evals check."""
+    out = programs.prepare("saddle", "fr", {"start": [1.0, 1.0]})()
+    assert len(out) == 4 and all(abs(v - 8.246324826140356e-06) < 1e-12 for v in out)
+    w = programs.prepare("particle", "rf", {"w": 0.0})()
+    assert isinstance(w, float) and abs(w - 0.2071918746486116) < 1e-12
+    with pytest.raises(KeyError):
+        programs.prepare("saddle", "fx", {"start": [1.0, 1.0]})

@@ -30,7 +30,7 @@ import rvm
 
 ROOT = Path(__file__).resolve().parents[2]
 PROGRAMS = ROOT / "programs" / "gradbench"
-EVALS = ("lse", "llsq", "det", "ode", "kmeans", "gmm", "ba")
+EVALS = ("lse", "llsq", "det", "ode", "kmeans", "gmm", "ba", "saddle", "particle")
 
 _DECL = re.compile(r"^(?P<head>(input|inout|output|global|const)\s+(?P<name>\w+)\s*:\s*\w+)"
                    r"(?P<len>\[\d+\])?(?P<init>\s*=\s*[^;]*?)?(?P<tail>\s*(;.*)?)$", re.M)
@@ -290,8 +290,44 @@ def ba(function: str, inp: dict[str, Any], native: bool = True) -> Evaluation:
     return Evaluation(jacobian, sparse)
 
 
+# GradBench's nested-AD variants: (outer mode, inner mode) of the programs, 1 forward, 0 reverse
+NESTED_MODES = {"ff": (1, 1), "fr": (1, 0), "rf": (0, 1), "rr": (0, 0)}
+
+
+def _nested(name: str, inputs: dict[str, Any], function: str) -> Callable[[], Any]:
+    """A forward run of a nested-AD program (its derivatives are derivative statements, run
+    by the interpreter: native code does not cover them) in the variant `function`."""
+    omode, imode = NESTED_MODES[function]
+    m = rvm.Machine(program(name), native=False)
+    values = dict(inputs, omode=omode, imode=imode)
+
+    def run() -> Any:
+        m.reset(values)
+        m.run()
+        return m
+    run()
+    return run
+
+
+def saddle(function: str, inp: dict[str, Any], native: bool = True) -> Evaluation:
+    """min_x max_y f(x, y) and then max_y f(x, y) by gradient descent, the outer gradient
+    differentiating the inner descent's gradients (programs/gradbench/saddle.rasm: derivative
+    statements in both levels, forward or reverse as `function` says)."""
+    run = _nested("saddle", {"start": _f64(inp["start"])}, function)
+    return Evaluation(run, lambda m: [float(v) for v in m.read("r1")] +
+                      [float(v) for v in m.read("r2")])
+
+
+def particle(function: str, inp: dict[str, Any], native: bool = True) -> Evaluation:
+    """argmin_w of where the particle crosses the axis, by gradient descent over an Euler run
+    whose steps take the potential's gradient (programs/gradbench/particle.rasm)."""
+    run = _nested("particle", {"w0": float(inp["w"])}, function)
+    return Evaluation(run, lambda m: float(m.read("w")))
+
+
 MODULES: dict[str, Callable[..., Evaluation]] = {
-    "lse": lse, "llsq": llsq, "det": det, "ode": ode, "kmeans": kmeans, "gmm": gmm, "ba": ba}
+    "lse": lse, "llsq": llsq, "det": det, "ode": ode, "kmeans": kmeans, "gmm": gmm, "ba": ba,
+    "saddle": saddle, "particle": particle}
 
 
 def prepare(module: str, function: str, inp: dict[str, Any],
