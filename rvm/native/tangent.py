@@ -37,6 +37,7 @@ class _TanFn(_Fn):
     (the sweep with the adjoint and adjoint-tangent rules too)."""
 
     MODES = {"t": (("T",), "t"), "at": (("T", "A", "AT"), "at")}
+    INLINE_ROWS = -1          # calls stay calls (inlining doubles the compile time)
 
     def row(self, pc: int) -> None:
         c = [int(v) for v in self.code[pc]]
@@ -45,7 +46,7 @@ class _TanFn(_Fn):
             return
         # do_return: the frame must be zero, then its tangents are released
         self.emit(f"L{pc}: n++; {self.write_back()} "
-                  f"if (rvm_any(M + fp, {self.fs})) BAIL({pc}); "
+                  f"{self.frame_check(pc)} "
                   f"for (i64 k = 0; k < {self.fs}; k++) REL(T[fp + k], {pc});")
         self.emit("*np = n; return 0;")
 
