@@ -25,6 +25,12 @@ RVM_AD void rvm_ad_one(double s, double src, double* dst)
     *dst -= s * src;
 }
 
+/* the same where src != 0 (ad_inline's tangent in the sweep), branch-free: dst - 0.0 else */
+RVM_AD void rvm_ad_one_nz(double s, double src, double* dst)
+{
+    *dst -= (src != 0.0 ? s * src : 0.0);
+}
+
 /* update y += s*a*b in the adjoint sweep without tangents (va, vb: the sources' values):
    abar -= s*b*ybar, bbar -= s*a*ybar. */
 RVM_AD int rvm_ad_mul(double s, double va, double vb, double yb, double* aa, double* ab)
@@ -37,6 +43,40 @@ RVM_AD int rvm_ad_mul(double s, double va, double vb, double yb, double* aa, dou
     return bad + !isfinite(*ab);
 }
 
+/* The arithmetic of the update rule's parts, on plain doubles: rvm_ad_update below (the
+   interpreter's, the native scalar modes') and the native lanes (rvm/native/tangent.py: one
+   call per lane in a loop the compiler vectorizes) both compute with these, so a lane's
+   numbers are the scalar mode's.  They are branch-free where the rule skips a term: a
+   skipped add is an add of -0.0 and a skipped subtraction one of 0.0, which change no
+   number (a -0.0 stays -0.0, a NaN stays NaN). */
+
+/* the tangent's sum_k d_k x_k' over the n (1 or 2) sources, each term where x_k' != 0 */
+RVM_AD double rvm_tan_sum(int n, double d0, double d1, double t0, double t1)
+{
+    double v = (n > 0 && t0 != 0.0 ? 0.0 + d0 * t0 : 0.0);
+    return v + (n > 1 && t1 != 0.0 ? d1 * t1 : -0.0);
+}
+
+/* y' + s*v where v != 0 (else y' itself) */
+RVM_AD double rvm_tan_add(double s, double v, double ty)
+{
+    return ty + (v != 0.0 ? s * v : -0.0);
+}
+
+/* the adjoint-tangent rule's condition for source k: some term is not zero */
+RVM_AD int rvm_adjt_on(double dkt, double ab, double abt)
+{
+    return abt != 0.0 || (ab != 0.0 && dkt != 0.0);
+}
+
+/* x_k bar' - s * (d_k * ybar' + d_k' * ybar), each product where its factor is not zero,
+   when rvm_adjt_on (else x_k bar' itself) */
+RVM_AD double rvm_adjt_sub(double s, double dk, double dkt, double ab, double abt, double atk)
+{
+    return atk - (rvm_adjt_on(dkt, ab, abt)
+                  ? s * ((abt != 0.0 ? dk * abt : 0.0) + (ab != 0.0 ? dkt * ab : 0.0)) : 0.0);
+}
+
 /* update y += s*f(x0, x1) with the n partials dd (rvm_partials: value d_k, tangent part d_k'):
    tangent y' += s * sum_k d_k x_k'; adjoint sweep x_k bar -= s * d_k * ybar and, with the
    tangent, x_k bar' -= s * (d_k * ybar' + d_k' * ybar).  x0 and x1 may be one cell. */
@@ -44,17 +84,13 @@ RVM_AD int rvm_ad_update(double s, int n, const rvm_dual* dd, int tan_on, int ad
                          double* ty, double* t0, double* t1, double* ay, double* a0, double* a1,
                          double* aty, double* at0, double* at1)
 {
-    double* tx[2] = {t0, t1};
     double* ax[2] = {a0, a1};
     double* atx[2] = {at0, at1};
     int bad = 0, k;
     if (tan_on) {
-        double v = 0.0;
-        for (k = 0; k < n; k++)
-            if (*tx[k] != 0.0)
-                v += dd[k].v * *tx[k];
+        double v = rvm_tan_sum(n, dd[0].v, n > 1 ? dd[1].v : 0.0, *t0, n > 1 ? *t1 : 0.0);
         if (v != 0.0) {
-            *ty += s * v;
+            *ty = rvm_tan_add(s, v, *ty);
             bad += !isfinite(*ty);
         }
     }
@@ -65,9 +101,8 @@ RVM_AD int rvm_ad_update(double s, int n, const rvm_dual* dd, int tan_on, int ad
                 *ax[k] -= s * dd[k].v * ab;
                 bad += !isfinite(*ax[k]);
             }
-            if (tan_on && (abt != 0.0 || (ab != 0.0 && dd[k].t != 0.0))) {
-                *atx[k] -= s * ((abt != 0.0 ? dd[k].v * abt : 0.0)
-                                + (ab != 0.0 ? dd[k].t * ab : 0.0));
+            if (tan_on && rvm_adjt_on(dd[k].t, ab, abt)) {
+                *atx[k] = rvm_adjt_sub(s, dd[k].v, dd[k].t, ab, abt, *atx[k]);
                 bad += !isfinite(*atx[k]);
             }
         }

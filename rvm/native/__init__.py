@@ -71,7 +71,7 @@ def compile_program(program) -> Native:
 def compile_tangent(program) -> Native:
     """compile_program for the tangent modes (rvm/native/tangent.py)."""
     t0 = time.perf_counter()
-    lib, path, built = build(tangent.generate(program))
+    lib, path, built = build(tangent.generate(program), for_cpu=True)
     if lib.rvm_native_abi() != ABI:
         raise BuildError(f"{path}: built for another rvm (ABI {lib.rvm_native_abi()})")
     addr = [ctypes.cast(getattr(lib, name), ctypes.c_void_p).value

@@ -9,9 +9,10 @@ import shutil
 import stat
 import subprocess
 import tempfile
+from functools import cache
 from pathlib import Path
 
-from .cflags import CFLAGS
+from .cflags import ARCH, CFLAGS
 
 HEADERS = Path(__file__).resolve().parent.parent      # rvm/: _arith.h, _deriv.h, _dual.h
 FLAGS = CFLAGS + ["-shared", "-fPIC", "-Wno-unused-label", "-Wno-unused-variable"]
@@ -62,27 +63,51 @@ def cache_dir() -> Path:
     return Path(base) / "rvm" / "native"
 
 
-def _key(source: str, cc: str) -> str:
+@cache
+def arch_flags(cc: str) -> tuple[list[str], str]:
+    """(ARCH, what it means on this machine: the compiler's expansion of it, for the cache
+    key), or ([], "") when the compiler does not take it (then the portable build)."""
+    try:
+        r = subprocess.run([cc, *ARCH, "-E", "-v", "-"], input="", capture_output=True,
+                           text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return [], ""
+    lines = [ln for ln in r.stderr.splitlines() if " -march=" in ln or " -mcpu=" in ln]
+    if r.returncode != 0 or not lines:
+        return [], ""
+    return list(ARCH), lines[0].split(" -", 1)[-1]
+
+
+def _key(source: str, cc: str, flags: list[str] | None = None, arch: str = "") -> str:
+    flags = FLAGS if flags is None else flags
     h = hashlib.sha256()
     h.update(source.encode())
     for name in sorted(os.listdir(HEADERS)):
         if name.endswith(".h"):
             h.update(name.encode() + (HEADERS / name).read_bytes())
-    h.update(" ".join([cc] + FLAGS).encode())
+    h.update(" ".join([cc] + flags).encode())
+    h.update(arch.encode())
     return h.hexdigest()[:24]
 
 
-def build(source: str) -> tuple[ctypes.CDLL, Path, bool]:
-    """(the loaded library, its path, whether it was compiled now rather than cached)."""
+def build(source: str | list[str], for_cpu: bool = False) -> tuple[ctypes.CDLL, Path, bool]:
+    """(the loaded library, its path, whether it was compiled now rather than cached).
+    source: the C, or the C of several translation units, compiled at once (one compiler
+    process each: a big library builds in about the time of its biggest part, given the
+    cores) and linked into one library.  for_cpu: built for this machine's CPU
+    (cflags.ARCH), where the compiler takes it."""
     cc = compiler()
     if cc is None:
         raise BuildError("no C compiler found (set CC)")
+    flags, arch = arch_flags(cc) if for_cpu else ([], "")
+    flags = FLAGS + flags
     out_dir = cache_dir()
     if not out_dir.exists():
         out_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         os.chmod(out_dir, 0o700)             # whatever the umask
     _check_private(out_dir, "cache directory")
-    path = out_dir / f"rvm_{_key(source, cc)}.so"
+    parts = [source] if isinstance(source, str) else source
+    path = out_dir / f"rvm_{_key(chr(0).join(parts), cc, flags, arch)}.so"
     if os.path.lexists(path):
         _check_private(path, "library")
         try:
@@ -90,13 +115,29 @@ def build(source: str) -> tuple[ctypes.CDLL, Path, bool]:
         except OSError:                     # corrupt (a crash mid-write elsewhere): rebuild
             path.unlink()
     with tempfile.TemporaryDirectory(dir=out_dir) as tmp:
-        src = Path(tmp) / "prog.c"
-        src.write_text(source)
         obj = Path(tmp) / "prog.so"
-        r = subprocess.run([cc, *FLAGS, f"-I{HEADERS}", str(src), "-o", str(obj), "-lm"],
-                           capture_output=True, text=True)
-        if r.returncode != 0:
-            raise BuildError(f"{cc} failed:\n{r.stderr[-4000:]}")
+        if len(parts) == 1:
+            src = Path(tmp) / "prog.c"
+            src.write_text(parts[0])
+            _run([[cc, *flags, f"-I{HEADERS}", str(src), "-o", str(obj), "-lm"]], cc)
+        else:
+            objs = [Path(tmp) / f"part{i}.o" for i in range(len(parts))]
+            for i, part in enumerate(parts):
+                (Path(tmp) / f"part{i}.c").write_text(part)
+            _run([[cc, *flags, f"-I{HEADERS}", "-c", str(Path(tmp) / f"part{i}.c"), "-o",
+                   str(o)] for i, o in enumerate(objs)], cc)
+            _run([[cc, *flags, *map(str, objs), "-o", str(obj), "-lm"]], cc)
         os.chmod(obj, 0o700)
         os.replace(obj, path)           # atomic: a concurrent build of the same key is fine
     return ctypes.CDLL(str(path)), path, True
+
+
+def _run(commands: list[list[str]], cc: str) -> None:
+    """Run the compiler commands at once; BuildError with the output of the first that
+    fails."""
+    procs = [subprocess.Popen(c, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for c in commands]
+    outs = [p.communicate() for p in procs]
+    for p, (_out, err) in zip(procs, outs):
+        if p.returncode != 0:
+            raise BuildError(f"{cc} failed:\n{err[-4000:]}")

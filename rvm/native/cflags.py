@@ -3,3 +3,8 @@ rvm/native: -fwrapv, int cells wrap by definition; -ffp-contract=off, no fused m
 so float results match isa/arith.py, the interpreter and the native code bit for bit.
 (setup.py reads this file with runpy: it must not import anything from rvm.)"""
 CFLAGS = ["-O2", "-fwrapv", "-ffp-contract=off", "-fno-strict-aliasing"]
+# the tangent library's lanes (rvm/native/tangent.py) are vector loops: built for this CPU
+# (AVX2 / AVX-512 where it has them; a library is compiled at run time on the user's machine,
+# and its cache key has the CPU's resolved flags); -ffp-contract=off still keeps out fused
+# multiply-adds, so every number is the portable build's (tests/test_native_tangent.py)
+ARCH = ["-march=native"]

@@ -110,8 +110,9 @@ static char* rvm_stack_low(void) {
 #else
 static char* rvm_stack_low(void) { return (char*)__builtin_frame_address(0) - 262144; }
 #endif
-int rvm_native_abi(void) { return %(ABI)d; }
-""" % {"ABI": ABI, "STOPPED": NATIVE_STOPPED}
+""" % {"STOPPED": NATIVE_STOPPED}
+# the library's ABI number: in one translation unit of a library
+ABI_FN = "int rvm_native_abi(void) { return %d; }\n" % ABI
 
 # deeper native calls give up (the C stack is not the machine's control stack)
 MAX_NATIVE_DEPTH = 2000
@@ -769,6 +770,23 @@ def _inlined(calls: dict[tuple, set], size: dict[tuple, int], entries: set,
     return out
 
 
+def entries(program, variants: list[tuple[str, str, tuple[str, ...], str]]) -> str:
+    """The library's entry points, one per (its name, the C function of main it runs, the
+    dual arrays of rvm_ns whose main frame it clears first, a comment): each enters main (a
+    step) on the state the caller set up, runs it and adds the steps."""
+    fp, fs = program.n_static, program.functions[program.main].frame_size
+    out = ["static const i64 rvm_no_params[1] = {0};"]
+    for name, fn, clear, what in variants:
+        out.append(f"i64 {name}(rvm_ns* st) {{   /* {what} */\n"
+                   "    i64 n = st->steps + 1, rc;\n"
+                   "    st->stack_low = rvm_stack_low();\n" +
+                   "".join(f"    memset(st->{a} + {fp}, 0, {fs} * sizeof(double));\n"
+                           for a in clear) +
+                   f"    rc = {fn}(st, {fp}, rvm_no_params, rvm_no_params, 1, 0, &n);\n"
+                   "    st->steps = n; return rc;\n}")
+    return "\n" + "\n".join(out) + "\n"
+
+
 def generate(program) -> str:
     """The C source of `program`'s forward run (rvm_native_forward), adjoint sweep
     (rvm_native_backward) and backward run (rvm_native_run_backward): one C function per
@@ -778,27 +796,7 @@ def generate(program) -> str:
     main = program.main
     protos, bodies = functions(program, {(main, 1, False): "main_f", (main, -1, True): "main_ba",
                                          (main, -1, False): "main_b"})
-    fp, fs = program.n_static, program.functions[main].frame_size
-    entries = f"""
-static const i64 rvm_no_params[1] = {{0}};
-i64 rvm_native_forward(rvm_ns* st) {{        /* enter main (a step), run it, return */
-    i64 n = st->steps + 1, rc;
-    st->stack_low = rvm_stack_low();
-    rc = main_f(st, {fp}, rvm_no_params, rvm_no_params, 1, 0, &n);
-    st->steps = n; return rc;
-}}
-i64 rvm_native_backward(rvm_ns* st) {{       /* enter main from its end with the rules on */
-    i64 n = st->steps + 1, rc;
-    st->stack_low = rvm_stack_low();
-    memset(st->adj + {fp}, 0, {fs} * sizeof(double));
-    rc = main_ba(st, {fp}, rvm_no_params, rvm_no_params, 1, 0, &n);
-    st->steps = n; return rc;
-}}
-i64 rvm_native_run_backward(rvm_ns* st) {{   /* a backward run: enter main from its end */
-    i64 n = st->steps + 1, rc;
-    st->stack_low = rvm_stack_low();
-    rc = main_b(st, {fp}, rvm_no_params, rvm_no_params, 1, 0, &n);
-    st->steps = n; return rc;
-}}
-"""
-    return PRELUDE + "\n".join(protos) + "\n" + "".join(bodies) + entries
+    return PRELUDE + ABI_FN + "\n".join(protos) + "\n" + "".join(bodies) + entries(program, [
+        ("rvm_native_forward", "main_f", (), "run main"),
+        ("rvm_native_backward", "main_ba", ("adj",), "from main's end with the rules on"),
+        ("rvm_native_run_backward", "main_b", (), "a backward run: from main's end")])

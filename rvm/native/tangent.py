@@ -22,7 +22,7 @@ from isa.expr import to_c_dual
 from isa.functions import FN1, FN2
 from isa.types import FLOAT, INT
 
-from .codegen import PRELUDE, Unsupported, _Fn, functions
+from .codegen import ABI_FN, PRELUDE, Unsupported, _Fn, entries, functions
 
 # a tangent dropped (ad_release of rvm/_ad.pxi): count it, keep the first pc and the largest
 RELEASE = """\
@@ -184,6 +184,10 @@ class _LaneFn(_TanFn):
                 " ".join(f"dd[{k}] = {to_c_dual(e, args)};" for k, e in enumerate(exprs)) + " }")
 
     def rule(self, op, c, P, pc: int) -> list[str]:
+        """The scalar modes' rules (_TanFn.rule) over the W lanes: each lane calls the same
+        functions of rvm/_adrules.h on its own tangents, in a loop the compiler vectorizes
+        (the functions are branch-free where a lane must be); what does not depend on the
+        direction (the values, the partials' values, the adjoint) is computed once."""
         rule = RULES[op.name]
         if rule is None:
             return []
@@ -193,19 +197,18 @@ class _LaneFn(_TanFn):
         T = [r.duals.get("T", "") for r in P]
         A = [r.duals.get("A", "") for r in P]
         E = [r.duals.get("AT", "") for r in P]
-        nbytes = "W * sizeof(double)"
         if rule.kind == "update":
             pf = pf_id(op)
             if pf == PF_NONE:
                 return []
             if pf == PF_ONE:
-                if not adj:
+                if not adj:                    # ad_inline: y' += s a'
                     return [f"{{ double* ty = {T[0]}; const double* ta = {T[1]}; "
-                            f"{LANES} ty[j] += {s}.0 * ta[j]; }}"]
+                            f"{LANES} rvm_ad_one({-s}.0, ta[j], &ty[j]); }}"]
                 return [f"{{ double* ty = {T[0]}; const double* ta = {T[1]}; "
-                        f"{LANES} ty[j] += (ta[j] != 0.0 ? {s}.0 * ta[j] : -0.0); "
-                        f"{A[1]} -= {s}.0 * {A[0]}; double* ea = {E[1]}; "
-                        f"const double* ey = {E[0]}; {LANES} ea[j] -= {s}.0 * ey[j]; }}"]
+                        f"{LANES} rvm_ad_one_nz({-s}.0, ta[j], &ty[j]); "
+                        f"rvm_ad_one({s}.0, {A[0]}, &{A[1]}); double* ea = {E[1]}; "
+                        f"const double* ey = {E[0]}; {LANES} rvm_ad_one({s}.0, ey[j], &ea[j]); }}"]
             sty = op.types[1] if len(op.types) > 1 else t
             if pf >= PF_FN2:
                 pf, ib = pf + c[4], 2
@@ -227,16 +230,13 @@ class _LaneFn(_TanFn):
                 out.append(" ".join(f"double* e{k} = {E[i]};" for k, i in enumerate(src)))
             out.append(f"{LANES} {{ rvm_dual dx0, dx1, dd[2]; dx0.v = v0; dx0.t = ta[j]; "
                        f"dx1.v = v1; dx1.t = tb[j]; {self.partials_inline(op, c)} "
-                       "double v = (np > 0 && ta[j] != 0.0 ? 0.0 + dd[0].v * ta[j] : 0.0);")
-            if ib == 2:
-                out.append("v += (np > 1 && tb[j] != 0.0 ? dd[1].v * tb[j] : -0.0);")
-            out.append(f"ty[j] += (v != 0.0 ? {s}.0 * v : -0.0);")
+                       f"ty[j] = rvm_tan_add({s}.0, rvm_tan_sum(np, dd[0].v, np > 1 ? dd[1].v "
+                       f": 0.0, ta[j], {'tb[j]' if ib == 2 else '0.0'}), ty[j]);")
             if adj:
                 out.append("double abt = ey[j];")
                 for k, _i in enumerate(src):
-                    out.append(f"e{k}[j] -= (np > {k} && (abt != 0.0 || (ab != 0.0 && "
-                               f"dd[{k}].t != 0.0)) ? {s}.0 * ((abt != 0.0 ? dd[{k}].v * abt : "
-                               f"0.0) + (ab != 0.0 ? dd[{k}].t * ab : 0.0)) : 0.0);")
+                    out.append(f"if (np > {k}) e{k}[j] = rvm_adjt_sub({s}.0, dd[{k}].v, "
+                               f"dd[{k}].t, ab, abt, e{k}[j]);")
             out.append("} }")
             return [" ".join(out)]
         if rule.kind == "scale":                # lns y *= a^s: rvm_ad_scale per lane
@@ -258,34 +258,27 @@ class _LaneFn(_TanFn):
                            f"{f'&{A[1]}' if da else '0'}, 0, 0);")
             out.append("}")
             return [" ".join(out)]
-        if rule.kind == "neg":
-            out = [f"{{ double* p = {T[0]}; {LANES} p[j] = -p[j]; }}"]
+        lanes = [T, E] if adj else [T]          # the lane arrays of the cells' duals
+        if rule.kind in ("neg", "swap", "scope"):
+            fn = {"neg": "rvm_ad_neg", "swap": "rvm_ad_swap", "scope": "rvm_ad_scope"}[rule.kind]
+            n = 2 if rule.kind == "swap" else 1
+            out = [f"{{ {' '.join(f'double* p{k} = {d[k]};' for k in range(n))} {LANES} "
+                   f"{fn}({', '.join(f'&p{k}[j]' for k in range(n))}); }}" for d in lanes]
             if adj:
-                out.append(f"{A[0]} = -{A[0]}; {{ double* p = {E[0]}; {LANES} p[j] = -p[j]; }}")
+                out.append(f"{fn}({', '.join(f'&{A[k]}' for k in range(n))});")
             return [" ".join(out)]
-        if rule.kind == "swap":
-            out = [f"{{ double* p = {d[0]}; double* q = {d[1]}; {LANES} {{ double u = p[j]; "
-                   "p[j] = q[j]; q[j] = u; } }" for d in ([T, E] if adj else [T])]
-            if adj:
-                out.append(f"{{ double u = {A[0]}; {A[0]} = {A[1]}; {A[1]} = u; }}")
-            return [" ".join(out)]
-        if rule.kind == "move":
-            lanes = [("vstan", T)] + ([("vsadjt", E)] if adj else [])
+        if rule.kind == "move":                 # the duals go with the word (rvm_ad_push/pop)
+            arrs = [("vstan", T)] + ([("vsadjt", E)] if adj else [])
             if op.family == "push":
-                out = [f"memcpy(st->{n_} + (st->sp - 1) * W, {d[0]}, {nbytes}); "
-                       f"memset({d[0]}, 0, {nbytes});" for n_, d in lanes]
+                out = [f"{{ double* c_ = {d[0]}; double* s_ = st->{n_} + (st->sp - 1) * W; "
+                       f"{LANES} rvm_ad_push(&c_[j], &s_[j]); }}" for n_, d in arrs]
                 if adj:
-                    out.append(f"st->sadj[st->sp - 1] = {A[0]}; {A[0]} = 0.0;")
+                    out.append(f"rvm_ad_push(&{A[0]}, &st->sadj[st->sp - 1]);")
                 return [" ".join(out)]
-            out = [f"memcpy({d[0]}, st->{n_} + st->sp * W, {nbytes}); "
-                   f"memset(st->{n_} + st->sp * W, 0, {nbytes});" for n_, d in lanes]
+            out = [f"{{ double* c_ = {d[0]}; double* s_ = st->{n_} + st->sp * W; "
+                   f"{LANES} rvm_ad_pop(&s_[j], &c_[j]); }}" for n_, d in arrs]
             if adj:
-                out.append(f"{A[0]} = st->sadj[st->sp]; st->sadj[st->sp] = 0.0;")
-            return [" ".join(out)]
-        if rule.kind == "scope":
-            out = [f"memset({d[0]}, 0, {nbytes});" for d in ([T, E] if adj else [T])]
-            if adj:
-                out.append(f"{A[0]} = 0.0;")
+                out.append(f"rvm_ad_pop(&st->sadj[st->sp], &{A[0]});")
             return [" ".join(out)]
         if rule.kind == "rot":
             if t == FLOAT:
@@ -299,70 +292,41 @@ class _LaneFn(_TanFn):
                            f"&{A[0]}, &{A[1]}, &{A[2]}, &xp, &yp, &ax, &ay); "
                            f"double nax = {A[0]}, nay = {A[1]}; double* ex = {E[0]}; "
                            f"double* ey = {E[1]}; double* et = {E[2]};")
-            out.append(f"{LANES} {{ double txb = tx[j], tyb = ty[j], tth = tt[j]; "
-                       f"tx[j] = C * txb - S * tyb - {s}.0 * tth * ya; "
-                       f"ty[j] = S * txb + C * tyb + {s}.0 * tth * xa;")
+            out.append(f"{LANES} {{ double txb = tx[j], tyb = ty[j], tth = tt[j]; (void)txb; "
+                       f"(void)tyb; rvm_rot_tangent({s}.0, C, S, xa, ya, tth, &tx[j], &ty[j]);")
             if adj:
-                out.append(f"double atx = ex[j], aty = ey[j]; "
-                           f"ex[j] = C * atx - S * aty - {s}.0 * tth * nay; "
-                           f"ey[j] = S * atx + C * aty + {s}.0 * tth * nax; "
-                           f"et[j] -= {s}.0 * (-tyb * ax + txb * ay - yp * atx + xp * aty);")
+                out.append(f"rvm_rot_adjoint_tangent({s}.0, C, S, txb, tyb, tth, xp, yp, ax, "
+                           f"ay, nax, nay, &ex[j], &ey[j], &et[j]);")
             out.append("} }")
             return [" ".join(out)]
         raise Unsupported(f"pc {pc}: the rule of `{op.name}`")
 
 
-def generate(program) -> str:
-    """The C source of `program`'s tangent modes: rvm_native_forward_t (the forward run with
-    the tangents of the cells, from the state the caller set up) and rvm_native_backward_at
-    (the sweep back to the start with the adjoint, tangent and adjoint-tangent rules), and
-    the same over st->lanes directions at once (rvm_native_forward_vt, _backward_vat).
-    Raises Unsupported for what codegen.py does not cover."""
+def generate(program) -> list[str]:
+    """The C of `program`'s tangent modes, two translation units that build.build compiles at
+    once into one library: rvm_native_forward_t (the forward run with the tangents of the
+    cells, from the state the caller set up) and rvm_native_backward_at (the sweep back to
+    the start with the adjoint, tangent and adjoint-tangent rules) at the library's flags;
+    and the same over st->lanes directions at once (rvm_native_forward_vt, _backward_vat)
+    under LANE_OPTIONS.  Raises Unsupported for what codegen.py does not cover."""
     main = program.main
     protos, bodies = functions(program, {(main, 1, "t"): "main_ft", (main, -1, "at"): "main_bat"},
                                _TanFn)
     lprotos, lbodies = functions(program, {(main, 1, "vt"): "main_fvt",
                                            (main, -1, "vat"): "main_bvat"}, _LaneFn)
-    fp, fs = program.n_static, program.functions[main].frame_size
-    frame = " ".join(f"memset(st->{a} + {fp}, 0, {fs} * sizeof(double));"
-                     for a in ("tan", "adj", "adjt"))
-    entries = f"""
-static const i64 rvm_no_params[1] = {{0}};
-i64 rvm_native_forward_t(rvm_ns* st) {{      /* enter main (a step), run it with tangents */
-    i64 n = st->steps + 1, rc;
-    st->stack_low = rvm_stack_low();
-    {frame}
-    rc = main_ft(st, {fp}, rvm_no_params, rvm_no_params, 1, 0, &n);
-    st->steps = n; return rc;
-}}
-i64 rvm_native_backward_at(rvm_ns* st) {{    /* enter main from its end: every rule on */
-    i64 n = st->steps + 1, rc;
-    st->stack_low = rvm_stack_low();
-    {frame}
-    rc = main_bat(st, {fp}, rvm_no_params, rvm_no_params, 1, 0, &n);
-    st->steps = n; return rc;
-}}
-/* the same over st->lanes directions at once (the main frame's lanes are cleared on entry) */
-i64 rvm_native_forward_vt(rvm_ns* st) {{
-    i64 n = st->steps + 1, rc;
-    st->stack_low = rvm_stack_low();
-    memset(st->adj + {fp}, 0, {fs} * sizeof(double));
-    rc = main_fvt(st, {fp}, rvm_no_params, rvm_no_params, 1, 0, &n);
-    st->steps = n; return rc;
-}}
-i64 rvm_native_backward_vat(rvm_ns* st) {{
-    i64 n = st->steps + 1, rc;
-    st->stack_low = rvm_stack_low();
-    memset(st->adj + {fp}, 0, {fs} * sizeof(double));
-    rc = main_bvat(st, {fp}, rvm_no_params, rvm_no_params, 1, 0, &n);
-    st->steps = n; return rc;
-}}
-"""
+    duals = ("tan", "adj", "adjt")
+    scalar = entries(program, [
+        ("rvm_native_forward_t", "main_ft", duals, "run main with tangents"),
+        ("rvm_native_backward_at", "main_bat", duals, "from main's end: every rule on")])
+    # main's frame lanes are cleared in main
+    lanes = entries(program, [
+        ("rvm_native_forward_vt", "main_fvt", ("adj",), "run main, st->lanes tangents"),
+        ("rvm_native_backward_vat", "main_bvat", ("adj",), "from main's end, st->lanes")])
     # the lane loops are elementwise and branch-free (a skipped add of the scalar rules is an
     # add of -0.0 or a subtraction of 0.0, which change no number): gcc vectorizes them at -O3
     # without changing a result (no reassociation; -ffp-contract=off stays; no-math-errno
     # lets it keep a partial's sqrt or exp out of the loop, the same correctly rounded value;
     # no-trapping-math lets it compute both sides of a select, the flags are not read)
-    # (for the whole file: gcc does not inline across functions of different options)
-    return (LANE_OPTIONS + PRELUDE + RELEASE + "\n".join(protos + lprotos) + "\n"
-            + "".join(bodies + lbodies) + entries)
+    # (for the whole unit: gcc does not inline across functions of different options)
+    return [PRELUDE + ABI_FN + RELEASE + "\n".join(protos) + "\n" + "".join(bodies) + scalar,
+            LANE_OPTIONS + PRELUDE + "\n".join(lprotos) + "\n" + "".join(lbodies) + lanes]
