@@ -607,7 +607,9 @@ static const unsigned char RVM_CMP_MASK[8] = {
     0x0,
 };
 
-static inline int rvm_compare(rvm_i64 cc, rvm_i64 a, rvm_i64 b)
+/* always inlined: the dispatch loop runs it at every conditional jmp and join, and once
+   vm_run had the generated cases gcc stopped inlining it there (a call per check) */
+static inline __attribute__((always_inline)) int rvm_compare(rvm_i64 cc, rvm_i64 a, rvm_i64 b)
 {
     int t = (int)((cc >> 4) & 3), rel;
     if (t == TY_FLOAT) {
