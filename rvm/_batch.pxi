@@ -200,8 +200,9 @@ cdef class FlatCall:
         for k in range(self.exact.shape[0]):
             if ws[ex[k]] != ws[2 * nw + ex[k]]:
                 return None
+        cdef cnp.npy_intp dn = self.n
         if out is None:
-            oa = np.empty(self.n)
+            oa = cnp.PyArray_EMPTY(1, &dn, cnp.NPY_DOUBLE, 0)
         else:
             oa = <cnp.ndarray>out
             if not (type(out) is np.ndarray and cnp.PyArray_TYPE(oa) == cnp.NPY_DOUBLE and

@@ -83,6 +83,18 @@ def test_jvp_is_rvms_tangent_mode(bessel, ffi):
     assert float(jax.jacfwd(f)(2.0)) == rvm.jvp(bessel, {"z": 2.0}, {"z": 1.0})["out"]
 
 
+def test_repeated_jvps_take_the_c_call(bessel):
+    """With native tangent code, jax.jvp's host call runs rvm's JvpCall (rvm/_runcall.pxi)
+    after its first call: the same tangents, bit for bit."""
+    f = jax_function(bessel, of="out", wrt=["z"], native=True)
+    jf = jax.jit(lambda z, t: jax.jvp(f, (z,), (t,)))
+    for z, t in ((1.5, -0.5), (3.0, 2.0), (0.25, 1.0)):
+        want = rvm.derivatives(bessel, None, (), {"z": z}, gradient=False, tangents={"z": t},
+                               native=False).tangent["out"]
+        assert float(jf(z, t)[1]) == want
+    assert getattr(f.host._machines, "jvp", None) is not None     # (this thread's)
+
+
 def test_hessian(bessel, ffi):
     f = jax_function(bessel, of="out", wrt=["z"], ffi=ffi)
     want = rvm.hessian(bessel, of="out", wrt=["z"], inputs={"z": 3.0})[0, 0]

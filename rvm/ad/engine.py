@@ -671,21 +671,30 @@ def _bind_jvp(program: Program, names: list[str]) -> None:
         return
     slot = oneshot.acquire(program, {}, "ad")
     try:
-        m = slot.machine
-        runners = m.__dict__.get("_ad_runners")
-        r = runners.get((None, tuple(names))) if runners else None
-        if r is None or not slot.cached or not r.core.native_tangent:
-            return
-        cells, def_addrs, def_words, _ = r._fast_args()
-        seeds = [(c.name, c.addr, c.size, not c.shape) for c in r.wrt]
-        outs = []
-        for g in program.globals:
-            if g.is_output and g.type in DIFFERENTIABLE:
-                c = resolve(m, g.name, "output")
-                outs.append((g.name, c.addr, c.size, tuple(c.shape) if c.shape else None))
-        e.jvp_call = _core.JvpCall(r.core, slot, cells, def_addrs, def_words, seeds, outs)
+        if slot.cached:
+            e.jvp_call = jvp_call(slot.machine, names, slot)
     finally:
         oneshot.release(slot)
+
+
+def jvp_call(m: Machine, names: list[str], slot: Any = None) -> Any:
+    """A _core.JvpCall on machine m for tangents of `names` (`derivatives(..., tangents=...,
+    machine=m)` repeated, in C), once a call of those names has run on m and its tangent
+    modes are native; else None.  `slot` (an rvm.oneshot.Slot) marks m busy, if it is a
+    one-shot machine."""
+    runners = m.__dict__.get("_ad_runners")
+    r = runners.get((None, tuple(names))) if runners else None
+    if r is None or not r.core.native_tangent:
+        return None
+    cells, def_addrs, def_words, _ = r._fast_args()
+    seeds = [(c.name, c.addr, c.size, not c.shape) for c in r.wrt]
+    outs = []
+    for g in m.program.globals:
+        if g.is_output and g.type in DIFFERENTIABLE:
+            c = resolve(m, g.name, "output")
+            outs.append((g.name, c.addr, c.size, tuple(c.shape) if c.shape else None))
+    return _core.JvpCall(r.core, slot if slot is not None else oneshot.Slot(m, False), cells,
+                         def_addrs, def_words, seeds, outs)
 
 
 def hessian(program: Program | str | os.PathLike, of: str, wrt: str | Sequence[str],

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from ..ad.engine import GradFn, derivatives, grad_fn
+from ..ad.engine import GradFn, derivatives, grad_fn, jvp_call
 from ..machine import Machine
 from ..values import FLOAT
 
@@ -107,12 +107,19 @@ class Host:
             # tangent mode seeds whole globals: for an element, contract the gradient
             g = self._vg_one(xs)[1:]
             return float(sum(np.vdot(gi, ti) for gi, ti in zip(g, ts)))
-        tangents = {c.name: (float(t) if not c.shape else np.asarray(t, np.float64))
+        tangents = {c.name: (float(t) if not c.shape else
+                             np.ascontiguousarray(t, np.float64).reshape(-1))
                     for c, t in zip(self.cells, ts)}
-        d = derivatives(self.program, None, (), self._inputs(xs), gradient=False,
-                        tangents=tangents, check_ancillas=False, machine=self._machine(),
-                        native=self.native)
-        t = d.tangent[self._of_name]
+        inputs = self._inputs(xs)
+        call = getattr(self._machines, "jvp", None)       # the pass in C (rvm.ad.engine)
+        got = call(inputs, tangents) if call is not None else None
+        if got is None:
+            got = derivatives(self.program, None, (), inputs, gradient=False,
+                              tangents=tangents, check_ancillas=False, machine=self._machine(),
+                              native=self.native).tangent
+            if call is None and self.native is not False:
+                self._machines.jvp = jvp_call(self._machine(), list(tangents))
+        t = got[self._of_name]
         return float(t if self._of_index is None else t[self._of_index])
 
     def hvp1(self, xs: Sequence[Any], vs: Sequence[Any]) -> list[np.ndarray]:
