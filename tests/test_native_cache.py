@@ -75,3 +75,27 @@ def test_an_unsafe_cache_leaves_grad_fn_interpreted_and_says_why(cache):
     with pytest.raises(native_build.UnsafeCache):
         f.compile()
     assert f({"x": 3.0}) == {"x": 6.0}
+
+
+def test_translation_units_build_at_once_into_one_library(cache):
+    """build() of several sources compiles each (at once) and links them into one library;
+    a unit's error is reported with the compiler's message."""
+    parts = [SOURCE, "int rvm_test_other(void) { return 7; }\n"]
+    lib, path, fresh = native_build.build(parts)
+    assert fresh and lib.rvm_test_answer() == 42 and lib.rvm_test_other() == 7
+    assert native_build.build(parts)[1:] == (path, False)
+    with pytest.raises(native_build.BuildError, match="rvm_test_missing_type"):
+        native_build.build([SOURCE, "rvm_test_missing_type x;\n"])
+
+
+def test_a_library_built_for_the_cpu_has_its_own_key(cache):
+    """for_cpu adds cflags.ARCH and the compiler's expansion of it to the cache key: a cache
+    shared by machines with other CPUs never hands one a library it cannot run."""
+    flags, arch = native_build.arch_flags(native_build.compiler())
+    if not flags:
+        pytest.skip("the compiler does not take -march=native")
+    assert "march=" in arch or "mcpu=" in arch
+    portable = native_build.build(SOURCE)
+    mine = native_build.build(SOURCE, for_cpu=True)
+    assert mine[1] != portable[1] and mine[0].rvm_test_answer() == 42
+    assert native_build._key(SOURCE, "cc", [], arch) != native_build._key(SOURCE, "cc", [], "x")

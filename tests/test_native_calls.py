@@ -427,3 +427,59 @@ def test_deep_recursion_in_a_thread_with_a_small_stack_does_not_crash(tmp_path):
     assert r.returncode == 0, f"returncode {r.returncode}: {r.stderr[-500:]}"
     # the native code gives up near the end of the thread's stack: the interpreter computes it
     assert r.stdout.split() == [(1991.0).hex(), "1"]
+
+
+THROUGH_PARAM = """
+inout x: float = 2.0
+inout b: int = 1
+global acc: float
+global other: float
+output y: float
+func f(p: float, v: float) {
+    p += v
+    y += acc * v
+    p -= v
+}
+func g(q: float) {
+    call f(q, x)
+}
+func main() {
+    if b == 1 {
+        call g(acc)
+    } else {
+        call f(other, x)
+    } fi b == 1
+}
+"""
+
+
+def test_a_global_bound_to_a_parameter_is_read_from_memory():
+    """f reads the global acc directly and writes it through its parameter p when g passes acc
+    on (b = 1): the native code must not keep acc in a register in f (param_reach: p's cells
+    include acc, through g's parameter).  y = acc * x = x^2 after p += x, so dy/dx = 2x; with
+    b = 0 the parameter is `other` and y = 0.  f and g are inlined into main's code."""
+    from rvm.native.codegen import param_reach
+    prog = rvm.assemble(THROUGH_PARAM)
+    acc = next(v.addr for v in prog.globals if v.name == "acc")
+    other = next(v.addr for v in prog.globals if v.name == "other")
+    names = [fn.name for fn in prog.functions]
+    reach = param_reach(prog)
+    lo, hi = reach[names.index("f")][0]
+    assert lo <= acc < hi and lo <= other < hi
+    assert reach[names.index("g")][0] == (acc, acc + 1)
+    out = same(THROUGH_PARAM, "y", ["x"], [{}, {"x": -1.5}, {"b": 0}, {"x": 3.0}], bails=0)
+    assert kinds(out) == ["ok"] * 4
+    f = rvm.grad_fn(prog, of="y", wrt=["x"], native=True)
+    assert f({"x": 3.0})["x"] == 6.0
+    assert rvm.run(prog, {"x": 3.0}).outputs["y"] == 9.0
+    # every callee variant is compiled into main's; a recursive one stays a C function
+    heads = [ln for ln in native.generate(prog).splitlines()
+             if ln.startswith("static") and "i64 f" in ln and "{" in ln]
+    assert len(heads) == 6 and all("always_inline" in h for h in heads)
+    rprog = rvm.assemble(RECURSION)
+    ix = {fn.name: i for i, fn in enumerate(rprog.functions)}
+    rec = [ln for ln in native.generate(rprog).splitlines()
+           if ln.startswith("static") and "i64 f" in ln and "{" in ln]
+    for name, inline in (("even", False), ("odd", False), ("loop", True)):
+        mine = [h for h in rec if f"i64 f{ix[name]}_" in h]
+        assert mine and all(("always_inline" in h) == inline for h in mine), name

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ctypes
 import inspect
+import time
 from collections.abc import Callable
 from functools import cache
 from typing import Any
@@ -52,11 +53,13 @@ def rvm_impl(b: int, one_thread: bool) -> Impl:
     prog = rvm_side.program(PROGRAM)
     X = points(b)
     f = rvm.grad_fn(prog, of=RVM_OUT, wrt=[RVM_X], native=False)
+    t0 = time.perf_counter()            # the native build (or the disk cache's) -> compile
     try:
         f.compile()
-        how = "native"
+        how = f"{f.native}"
     except (rvm.native.Unsupported, rvm.native.BuildError) as e:
         how = f"interpreted ({e})"
+    compile_s = time.perf_counter() - t0
     if one_thread and not hasattr(f, "batch"):
         raise Skip("rvm: no f.batch yet (the row above is one thread already)")
     f({RVM_X: X[0]})                       # the first (general) call
@@ -77,7 +80,7 @@ def rvm_impl(b: int, one_thread: bool) -> Impl:
             return {RVM_X: np.array([f({RVM_X: x})[RVM_X] for x in rows])}
 
         note = f"a loop of grad_fn calls (no f.batch yet), 1 thread, {how}"
-    return Impl(None, grad, note=note)
+    return Impl(None, grad, note=note, compile_s=compile_s)
 
 
 def c_impl(b: int) -> Impl:
