@@ -25,7 +25,8 @@ spell: `--interleave N` also runs each evaluation on the manual tool, alternatel
 tool on the same input, and reports the ratio of their best runs (the reliable one).  saddle
 and particle (nested AD) have four variants, ff, fr, rf and rr, each a row; manual, JAX and
 PyTorch have no implementation of them at the pinned commit, so they run on rvm alone,
-validated against the outputs their evals expect.  Exit status: 0 when
+validated against the outputs their evals expect; `--tools rvm,finite` adds GradBench's C++
+finite-difference tool as a compiled reference (its `x finite` ratio is in the JSON).  Exit status: 0 when
 every validation passed, 1 when one failed (or a tool failed an evaluation), 2 for usage
 errors (no such directory, an unknown eval or tool)."""
 from __future__ import annotations
@@ -47,13 +48,17 @@ EVALS = ["lse", "llsq", "det", "ode", "kmeans", "gmm", "ba", "saddle", "particle
 # nested AD: four variants (forward or reverse mode outside and inside), each a derivative
 NESTED = {"saddle", "particle"}
 TOOLS = ["rvm", "manual", "jax", "pytorch"]
+# GradBench's finite-difference C++ tool: a compiled reference for saddle and particle, which
+# manual, JAX and PyTorch do not implement (only with --tools ...,finite)
+EXTRA_TOOLS = ["finite"]
 DERIVATIVE = {"lse": "gradient", "llsq": "gradient", "det": "gradient", "ode": "gradient",
               "kmeans": "dir", "gmm": "jacobian", "ba": "jacobian",
               "saddle": "ff, fr, rf, rr", "particle": "ff, fr, rf, rr"}
 # the evals each GradBench tool implements at the pinned commit (tools/*/evals.txt)
 SUPPORTED = {"jax": {"gmm", "kmeans", "llsq", "lse", "ode"},
              "pytorch": {"gmm", "kmeans", "lse"},
-             "manual": {"ba", "det", "gmm", "kmeans", "llsq", "lse", "ode"}}
+             "manual": {"ba", "det", "gmm", "kmeans", "llsq", "lse", "ode"},
+             "finite": {"saddle", "particle"}}
 # --quick: the first sizes of each eval's defaults, repeated for at least 0.1 s
 QUICK = {"lse": ["-n", "2500", "20000"], "llsq": ["-n", "16", "1024"], "det": ["-l", "5", "7"],
          "ode": ["-n", "1000", "-s", "1", "10"], "kmeans": ["-k", "10", "-n", "1000", "-d", "8"],
@@ -65,6 +70,7 @@ def tool_command(tool: str, gb: Path) -> list[str]:
     py = gb / "python" / "gradbench" / "gradbench"
     return {"rvm": [sys.executable, str(ROOT / "benchmarks" / "gradbench_rvm" / "tool.py")],
             "manual": [sys.executable, str(py / "cpp.py"), "manual"],
+            "finite": [sys.executable, str(py / "cpp.py"), "finite"],
             "jax": [sys.executable, str(py / "tools" / "jax" / "run.py")],
             "pytorch": [sys.executable, str(py / "tools" / "pytorch" / "run.py")]}[tool]
 
@@ -254,7 +260,7 @@ def table(eval_name: str, results: dict[str, dict[str, Any]]) -> list[dict[str, 
             row["x_manual_interleaved"] = il["tool"] / il["manual"] if il else None
             oil = obj.get("interleaved") if obj else None
             row["objective_x_manual_interleaved"] = oil["tool"] / oil["manual"] if oil else None
-            for ref in ("manual", "jax", "pytorch"):
+            for ref in ("manual", "jax", "pytorch", "finite"):
                 r = times.get(ref, (None, None))[1]
                 row[f"x_{ref}"] = row["derivative"] / r["mean"] \
                     if row["derivative"] and r and r["mean"] else None
@@ -347,8 +353,8 @@ def main(argv: list[str] | None = None) -> int:
         if e not in EVALS:
             ap.error(f"unknown eval {e!r} (rvm has programs for {', '.join(EVALS)})")
     for t in tools:
-        if t not in TOOLS:
-            ap.error(f"unknown tool {t!r} ({', '.join(TOOLS)})")
+        if t not in TOOLS + EXTRA_TOOLS:
+            ap.error(f"unknown tool {t!r} ({', '.join(TOOLS + EXTRA_TOOLS)})")
     if not a.json.parent.is_dir():
         ap.error(f"{a.json.parent} does not exist")
     try:

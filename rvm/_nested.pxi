@@ -64,18 +64,23 @@ cdef int deriv_span(VM* vm, i64 w, i64 L, i64* mem, i64* fpm, i64* pa, i64* addr
 
 cdef int nest_pass(VM* vm, i64 site, i64 pc, int e) noexcept nogil:
     """Run the callee of `site` from the top frame until it returns: forward (e = +1) or
-    backward (e = -1, the machine's direction too, so that adjoints accumulate).  Returns a
-    binding trap code, -1 after a trap inside the run (recorded by vm_run), else 0."""
+    backward (e = -1, the machine's direction too, so that adjoints accumulate); by the plain
+    loop when vm.ad is 0 (a pass no rule acts in).  Returns a binding trap code, -1 after a
+    trap inside the run (recorded by vm_run), else 0."""
     cdef i64 executed = 0, old_stop = vm.stop_depth
     cdef int rc, tc
     cdef Instrumented iv
+    cdef Plain pv
     vm.D = e
     tc = do_call(vm, site, e, pc)
     if tc:
         return tc
     vm.stop_depth = vm.depth - 1
     while True:
-        rc = vm_run(vm, <i64>1 << 62, &executed, &iv)
+        if vm.ad:
+            rc = vm_run(vm, <i64>1 << 62, &executed, &iv)
+        else:
+            rc = vm_run(vm, <i64>1 << 62, &executed, &pv)
         if rc == _R_TRACE:          # a trace inside a nested run is not reported
             vm.trace_ack = 1
             continue
@@ -100,7 +105,7 @@ cdef int do_deriv(VM* vm, i64* c, int op, i64 pc, i64* mem, i64* fpm, i64* pa) n
     cdef bint jvp = op == OP_ADDJVP_F or op == OP_SUBJVP_F
     cdef int s = 1 if (op == OP_ADDGRAD_F or op == OP_ADDJVP_F) else -1
     cdef i64 site = c[1], L = c[5] if jvp else c[4]
-    cdef i64 ya = 0, yn = 0, wa = 0, wn = 0, va = 0, vn = 0, oa, i, top, w
+    cdef i64 ya = 0, yn = 0, wa = 0, wn = 0, va = 0, vn = 0, oa, i, top, w, sp0
     cdef int outer = vm.ad, tc, mode, lvl, err
     cdef bint need_tan = (outer & _AD_TAN) != 0
     cdef bint need_adj = (outer & _AD_ADJ) != 0 and vm.D < 0
@@ -178,12 +183,21 @@ cdef int do_deriv(VM* vm, i64* c, int op, i64 pc, i64* mem, i64* fpm, i64* pa) n
     vm.brk = NULL
     vm.n_watch = 0
     vm.nest = lvl
+    sp0 = vm.sp
+    if mode == _AD_ADJ:
+        vm.ad = 0                       # an adjoint sweep's forward run applies no rule
     tc = nest_pass(vm, site, pc, 1)
     if tc == 0:
         if jvp:
             r = T[oa]
         if mode & _AD_ADJ:
             A[oa] = 1.0
+        if mode == _AD_ADJ:
+            # the values f left on the value stack carry a zero adjoint into the sweep (the
+            # plain forward run moved no duals)
+            for i in range(sp0, vm.sp):
+                vm.sadj[i] = 0.0
+        vm.ad = mode if mode != _AD_TAN else 0      # a tangent run's way back needs no rule
         tc = nest_pass(vm, site, pc, -1)
     vm.tan = o_tan
     vm.adj = o_adj
