@@ -13,6 +13,7 @@ recursion of depth 1990.  The native code now gives up near the end of the threa
 from __future__ import annotations
 
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -473,13 +474,14 @@ def test_a_global_bound_to_a_parameter_is_read_from_memory():
     assert f({"x": 3.0})["x"] == 6.0
     assert rvm.run(prog, {"x": 3.0}).outputs["y"] == 9.0
     # every callee variant is compiled into main's; a recursive one stays a C function
-    heads = [ln for ln in native.generate(prog).splitlines()
-             if ln.startswith("static") and "i64 f" in ln and "{" in ln]
-    assert len(heads) == 6 and all("always_inline" in h for h in heads)
+    def heads(src: str) -> list[str]:          # the callee variants' definitions
+        return [ln for ln in src.splitlines() if re.match(r"static .*\bi64 f\d+_\w+\(.*\{$", ln)]
+
+    assert len(heads(native.generate(prog))) == 6
+    assert all("always_inline" in h for h in heads(native.generate(prog)))
     rprog = rvm.assemble(RECURSION)
     ix = {fn.name: i for i, fn in enumerate(rprog.functions)}
-    rec = [ln for ln in native.generate(rprog).splitlines()
-           if ln.startswith("static") and "i64 f" in ln and "{" in ln]
+    rec = heads(native.generate(rprog))
     for name, inline in (("even", False), ("odd", False), ("loop", True)):
         mine = [h for h in rec if f"i64 f{ix[name]}_" in h]
         assert mine and all(("always_inline" in h) == inline for h in mine), name

@@ -268,9 +268,11 @@ class _Fn:
 
     # the dual arrays this variant keeps (DUAL_ARRAYS names) and its names' suffix, by `rules`
     MODES: dict = {False: ((), ""), True: (("A",), "a")}
-    # callees of at most this many rows are inlined (functions(); petersen's gradient: 14%
-    # fewer instructions, compile time 0.6 -> 1.1 s)
+    # callees of at most this many rows are inlined, while their rows times their call sites
+    # stay under INLINE_GROWTH (functions(); petersen's gradient: 14% fewer instructions,
+    # compile time 0.6 -> 1.1 s; a big function inlined at many sites would take gcc long)
     INLINE_ROWS = 200
+    INLINE_GROWTH = 1000
 
     def __init__(self, program, fi: int, code, e: int, rules, name: str, names: dict,
                  reach: list[list[tuple[int, int]]] | None = None):
@@ -280,7 +282,7 @@ class _Fn:
         self.duals, self.suffix = self.MODES[rules]
         self.name, self.names = name, names       # names: (function, e, rules) -> C name
         self.needed: list[tuple[int, int, bool]] = []   # callee variants new to `names`
-        self.calls: set[tuple] = set()                  # every callee variant it calls
+        self.calls: dict[tuple, int] = {}               # every callee variant it calls: sites
         f = program.functions[fi]
         self.f = f
         self.main = fi == program.main
@@ -452,7 +454,7 @@ class _Fn:
         g = p.functions[fi]
         npar = len(g.params)
         callee = (fi, 1 if forward else -1, self.rules)
-        self.calls.add(callee)
+        self.calls[callee] = self.calls.get(callee, 0) + 1
         if callee not in self.names:
             self.names[callee] = f"f{fi}_{'f' if forward else 'b'}{self.suffix}"
             self.needed.append(callee)
@@ -734,7 +736,7 @@ def functions(program, names: dict, cls: type = None) -> tuple[list[str], list[s
         done[key] = fn.generate()
         calls[key], size[key] = fn.calls, fn.end - fn.begin
         todo += [k for k in fn.needed if k not in done and k not in todo]
-    for key in _inlined(calls, size, entries, cls.INLINE_ROWS):
+    for key in _inlined(calls, size, entries, cls.INLINE_ROWS, cls.INLINE_GROWTH):
         head = f"static i64 {names[key]}("
         done[key] = done[key].replace(head, f"static inline {INLINE} i64 {names[key]}(", 1)
     protos = [f"static i64 {names[k]}(rvm_ns*, const i64, const i64*, const i64*, const i64, "
@@ -748,13 +750,14 @@ def functions(program, names: dict, cls: type = None) -> tuple[list[str], list[s
 INLINE = "__attribute__((always_inline))"
 
 
-def _inlined(calls: dict[tuple, set], size: dict[tuple, int], entries: set,
-             rows: int) -> list[tuple]:
-    """The variants to inline: not an entry, of at most `rows` rows, and on no cycle of the
-    call graph."""
+def _inlined(calls: dict[tuple, dict], size: dict[tuple, int], entries: set,
+             rows: int, growth: int) -> list[tuple]:
+    """The variants to inline: not an entry, of at most `rows` rows and `growth` rows times
+    call sites, and on no cycle of the call graph."""
     out = []
     for key in calls:
-        if key in entries or size[key] > rows:
+        sites = sum(c.get(key, 0) for c in calls.values())
+        if key in entries or size[key] > rows or size[key] * sites > growth:
             continue
         seen, stack = set(), list(calls[key])
         while stack:                      # does a call chain from key come back to it?
