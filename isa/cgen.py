@@ -19,6 +19,7 @@ isa/arith.py stays the independent oracle the tests compare them with.
 from __future__ import annotations
 
 import hashlib
+import re
 from pathlib import Path
 
 from .table import (
@@ -199,13 +200,19 @@ def distinct_pairs(op) -> list[tuple[str, str]]:
     return pairs
 
 
+def leaves_cos_sin(op) -> bool:
+    """The body leaves the cos and sin of its angle in `cs` (float rotations): the executors
+    record that angle (vm.rot_w), and the AD rule reuses them."""
+    return has_body(op) and re.search(r"\bcs\b", op.body or "") is not None
+
+
 def _decode(op) -> tuple:
     """What the dispatch loop's case does before the body: the cells (name, row slot), the
     pairs that must differ, and whether it records a float rotation's angle."""
     names = operand_names(op)
     cells = tuple((n, i + 1) for i, (n, k) in enumerate(zip(names, op.operands))
                   if k in ("y", "a"))
-    rotw = op.family in ("rot", "irot") and op.types[0] == FLOAT
+    rotw = leaves_cos_sin(op)
     return cells, tuple(distinct_pairs(op)), rotw
 
 

@@ -22,7 +22,7 @@ cimport numpy as cnp
 
 from isa.derivatives import KINDS, RULES, pf_id
 from isa.verify import _Verifier
-from isa.cgen import distinct_pairs, has_body, operand_names
+from isa.cgen import distinct_pairs, has_body, leaves_cos_sin, operand_names
 from isa.table import INVERSE, LAW_ADD, OPS, ROW_WIDTH, positive_family
 from isa.types import FLOAT, INT
 from isa.types import MAX_FRACTION_BITS

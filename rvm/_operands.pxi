@@ -124,4 +124,4 @@ for _op in OPS:
 # the instruction leaves cos and sin of its angle in vm.rot_cs (float rotations; see ad_rule)
 cdef int OP_ROTW[N_OPCODES]
 for _op in OPS:
-    OP_ROTW[_op.code] = _op.family in ("rot", "irot") and _op.types == (FLOAT,)
+    OP_ROTW[_op.code] = leaves_cos_sin(_op)
