@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from isa.arith import ArithTrap, compare, execute, f2w, fixed_from_real, lns_from_real, wrap
-from isa.derivatives import DERIVATIVE_FAMILIES
+from isa.cgen import has_body
 from isa.functions import CMP_BY_SYMBOL, CMP_SYMBOLS, FN1, FN2, cond_word
 from isa.table import CONTROL, DATA, EXACT, INVERSE, OPS, READS_ONLY
 from isa.types import ALL_TYPES, FIXED, FLOAT, INT, INT64_MAX, INT64_MIN, LNS, LNS_LOG_MAX, LNS_ZERO
@@ -25,10 +25,10 @@ from rvm.machine import Machine
 
 F = 32
 KIND = {"div0": DivisionByZero, "domain": DomainError, "range": RangeError}
-STACK_OPS = {"push", "pop", "alloc", "free"}         # tested below with their own programs
 # derivative statements run a function: tests/test_nested_ad.py tests them with programs
-ARITH_OPS = [op for op in OPS if DATA in op.flags and op.family not in STACK_OPS
-             and op.family not in DERIVATIVE_FAMILIES]
+# every data instruction with value semantics in the table (a law and f, or a body); the
+# machine's own (value stack, scopes, derivative statements) are tested with their own programs
+ARITH_OPS = [op for op in OPS if has_body(op)]
 OP_CODE = {op.name: op.code for op in OPS}
 SETTINGS = settings(max_examples=60, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
