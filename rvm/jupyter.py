@@ -35,7 +35,8 @@ _STYLE = ("<style>.rvm td,.rvm th{text-align:left;padding:1px 8px;font-family:mo
           ".rvm .src{color:#24292f;background:#f6f8fa}</style>")
 _KEYWORDS = {"func", "call", "uncall", "if", "fi", "else", "for", "in", "from", "do", "loop",
              "until", "with", "local", "delocal", "input", "output", "inout", "global",
-             "const", "var", "push", "pop", "begin", "end", "jmp", "join", "return"}
+             "const", "var", "push", "pop", "begin", "end", "jmp", "join", "return", "grad",
+             "jvp", "wrt", "along"}
 _TOKEN = re.compile(r"(;.*$)|(\b\d+(?:\.\d*)?(?:e[+-]?\d+)?\b)|([A-Za-z_][A-Za-z0-9_.]*)")
 
 
