@@ -391,6 +391,9 @@ def main(argv: list[str] | None = None) -> int:
             verdicts.append((ev, tool, v))
             print(f"  {ev} {tool}: {len(log['evaluations'])} evaluations in "
                   f"{time.perf_counter() - t0:.0f} s{'' if v is None else ': ' + v}", flush=True)
+            # written after every tool, so that a run stopped later keeps what it measured
+            out["evals"][ev] = {"args": args, "tools": results, "rows": table(ev, results)}
+            a.json.write_text(json.dumps(out, indent=1))
         rows = table(ev, results)
         print_table(ev, rows)
         all_rows += rows
