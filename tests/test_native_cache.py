@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import platform
 
 import pytest
 
@@ -99,3 +100,25 @@ def test_a_library_built_for_the_cpu_has_its_own_key(cache):
     mine = native_build.build(SOURCE, for_cpu=True)
     assert mine[1] != portable[1] and mine[0].rvm_test_answer() == 42
     assert native_build._key(SOURCE, "cc", [], arch) != native_build._key(SOURCE, "cc", [], "x")
+
+
+def test_for_cpu_can_be_given_per_translation_unit(cache):
+    """for_cpu per part: only the parts marked get cflags.ARCH (the tangent library builds its
+    lanes for the CPU and its scalar modes portable); each choice has its own library, and the
+    flags must match the parts."""
+    flags, _arch = native_build.arch_flags(native_build.compiler())
+    if not flags:
+        pytest.skip("the compiler does not take -march=native")
+    if platform.machine() not in ("x86_64", "AMD64"):
+        pytest.skip("the probe is x86's")
+    # __SSE4_2__: off in the portable x86-64 build, on for any CPU of the last decade
+    probe = ("int rvm_test_vex_%s(void) {\n#ifdef __SSE4_2__\nreturn 1;\n#else\nreturn 0;\n"
+             "#endif\n}\n")
+    parts = [probe % "a", probe % "b"]
+    mixed = native_build.build(parts, for_cpu=(False, True))
+    assert mixed[0].rvm_test_vex_a() == 0 and mixed[0].rvm_test_vex_b() == 1
+    every = native_build.build(parts, for_cpu=True)
+    assert every[0].rvm_test_vex_a() == 1 and every[1] != mixed[1]
+    assert native_build.build(parts)[1] not in (mixed[1], every[1])
+    with pytest.raises(ValueError, match="one flag per part"):
+        native_build.build(parts, for_cpu=(True,))
