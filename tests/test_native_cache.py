@@ -122,3 +122,14 @@ def test_for_cpu_can_be_given_per_translation_unit(cache):
     assert native_build.build(parts)[1] not in (mixed[1], every[1])
     with pytest.raises(ValueError, match="one flag per part"):
         native_build.build(parts, for_cpu=(True,))
+
+
+def test_rvm_native_arch_0_builds_for_any_cpu(cache, monkeypatch):
+    """RVM_NATIVE_ARCH=0: for_cpu parts are built portable, under the portable key."""
+    monkeypatch.setenv("RVM_NATIVE_ARCH", "0")
+    native_build.arch_flags.cache_clear()
+    try:
+        assert native_build.arch_flags(native_build.compiler()) == ([], "")
+        assert native_build.build(SOURCE, for_cpu=True)[1] == native_build.build(SOURCE)[1]
+    finally:
+        native_build.arch_flags.cache_clear()

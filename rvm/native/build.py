@@ -67,7 +67,10 @@ def cache_dir() -> Path:
 @cache
 def arch_flags(cc: str) -> tuple[list[str], str]:
     """(ARCH, what it means on this machine: the compiler's expansion of it, for the cache
-    key), or ([], "") when the compiler does not take it (then the portable build)."""
+    key), or ([], "") when the compiler does not take it or RVM_NATIVE_ARCH=0 asks for the
+    portable build (for valgrind, which knows no AVX-512, or a library to copy elsewhere)."""
+    if os.environ.get("RVM_NATIVE_ARCH") == "0":
+        return [], ""
     try:
         r = subprocess.run([cc, *ARCH, "-E", "-v", "-"], input="", capture_output=True,
                            text=True, timeout=60)
