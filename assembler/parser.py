@@ -818,13 +818,9 @@ class Parser:
                 return Index(t.pos, word, idx)
             if nxt.is_("("):
                 self.next()
-                args = []
                 self.enter(t)
                 try:
-                    if not self.at(")"):
-                        args.append(self.expr())
-                        while self.accept(","):
-                            args.append(self.expr())
+                    args = self.call_args()
                 finally:
                     self.depth -= 1
                 self.expect(")")
@@ -870,16 +866,22 @@ class Parser:
             return Swap(first.pos, target, other)
         raise ParseFail(t, _UPDATE)
 
-    def deriv(self, first: Token, target, op: Token, kind: Token) -> Deriv:
-        """`target OP grad f(args) wrt x` / `target OP jvp f(args) wrt x along v`."""
-        self.next()
-        n = self.name("a function name", keyword_ok=True)
-        self.expect("(")
+    def call_args(self) -> list:
+        """The comma-separated expressions of a call's argument list, up to (not taking) its
+        closing parenthesis; none if it follows at once."""
         args = []
         if not self.at(")"):
             args.append(self.expr())
             while self.accept(","):
                 args.append(self.expr())
+        return args
+
+    def deriv(self, first: Token, target, op: Token, kind: Token) -> Deriv:
+        """`target OP grad f(args) wrt x` / `target OP jvp f(args) wrt x along v`."""
+        self.next()
+        n = self.name("a function name", keyword_ok=True)
+        self.expect("(")
+        args = self.call_args()
         self.expect(")")
         self.expect("wrt")
         wrt = self.expr()
@@ -977,11 +979,7 @@ class Parser:
             elif kind == "call":
                 n = self.name("a function name", keyword_ok=True)
                 self.expect("(")
-                args = []
-                if not self.at(")"):
-                    args.append(self.expr())
-                    while self.accept(","):
-                        args.append(self.expr())
+                args = self.call_args()
                 self.expect(")")
                 m.call = CallExpr(n.pos, n.name, args)
             elif kind == "trace":

@@ -19,8 +19,8 @@ from rvm.errors import ComeFromError
 RFIBN = "programs/rfibn.rasm"
 
 
-def fresh_run(prog, values, reverse=False):
-    m = rvm.Machine(prog)
+def fresh_run(prog, values, reverse=False, **machine_options):
+    m = rvm.Machine(prog, **machine_options)
     if reverse:
         m.reset_end(values)
         m.run(-1)

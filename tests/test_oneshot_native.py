@@ -4,11 +4,13 @@ each, and give what a fresh machine (the interpreter) gives, bit for bit: output
 stats, garbage, the Result's machine, traps, pickles, threads."""
 from __future__ import annotations
 
+import functools
 import pickle
 import threading
 
 import numpy as np
 import pytest
+from test_oneshot import fresh_run
 
 import rvm
 from rvm import oneshot
@@ -32,15 +34,7 @@ func main() {
 """
 
 
-def fresh(prog, values, reverse=False):
-    m = rvm.Machine(prog, native=False)
-    if reverse:
-        m.reset_end(values)
-        m.run(-1)
-    else:
-        m.reset(values)
-        m.run()
-    return m
+fresh = functools.partial(fresh_run, native=False)     # an interpreter's machine, run once
 
 
 def compiled(prog, values=None):
