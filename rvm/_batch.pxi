@@ -29,10 +29,8 @@ cdef int grad_row(VM* vm, i64* image, native_fn fwd, native_fn bwd, i64 of_addr,
     vm.D = 1
     vm.pc = vm.fn_begin[vm.main]
     vm.ad = 0
-    for i in range(nd):
-        vm.mem[da[i]] = dw[i]
-    for i in range(nr):
-        vm.mem[ra[i]] = rw[i]
+    _scatter(vm.mem, da, dw, nd)
+    _scatter(vm.mem, ra, rw, nr)
     memcpy(ws, vm.mem, nw * sizeof(i64))
     vm.peak_frame = max(vm.peak_frame, fs)
     vm.peak_depth = max(vm.peak_depth, 1)
@@ -94,7 +92,7 @@ cdef int run_row(VM* vm, i64* image, native_fn fwd, i64* da, i64* dw, i64 nd, i6
     first nw words (the globals) at the end.  0 done, 1 the interpreter must run the row, 2 a
     signal stopped it."""
     cdef NativeState st
-    cdef i64 used, i, fs = vm.fn_fsize[vm.main]
+    cdef i64 used, fs = vm.fn_fsize[vm.main]
     cdef i64 rc
     used = min(vm.n_static + max(vm.peak_frame, vm.ftop - vm.n_static), vm.n_mem)
     memcpy(vm.mem, image, vm.n_static * sizeof(i64))
@@ -107,10 +105,8 @@ cdef int run_row(VM* vm, i64* image, native_fn fwd, i64* da, i64* dw, i64 nd, i6
     vm.D = 1
     vm.pc = vm.fn_begin[vm.main]
     vm.ad = 0
-    for i in range(nd):
-        vm.mem[da[i]] = dw[i]
-    for i in range(nr):
-        vm.mem[ra[i]] = rw[i]
+    _scatter(vm.mem, da, dw, nd)
+    _scatter(vm.mem, ra, rw, nr)
     vm.peak_frame = max(vm.peak_frame, fs)
     memset(&st, 0, sizeof(NativeState))
     st.mem = vm.mem

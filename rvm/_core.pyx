@@ -61,6 +61,13 @@ cdef inline i64* _ptr(cnp.ndarray arr):
     return <i64*>cnp.PyArray_DATA(arr)
 
 
+cdef inline void _scatter(i64* mem, const i64* addrs, const i64* words, i64 n) noexcept nogil:
+    """mem[addrs[i]] = words[i] for i < n: an input's words (defaults, rows) into memory."""
+    cdef i64 i
+    for i in range(n):
+        mem[addrs[i]] = words[i]
+
+
 include "_native.pxi"     # the native entry (NativeState, native_run)
 include "_batch.pxi"      # many gradient rows by the native code, without the GIL
 
@@ -532,13 +539,8 @@ cdef class Core:
         for the values that need no conversion: see _store_inputs).  False when some value
         needs Machine.write (or names no such cell): the caller stores them all again."""
         cdef VM* vm = &self.vm
-        cdef i64 i
-        cdef i64* da
-        cdef i64* dw
         if def_addrs is not None:
-            da, dw = _ptr(def_addrs), _ptr(def_words)
-            for i in range(def_addrs.shape[0]):
-                vm.mem[da[i]] = dw[i]
+            _scatter(vm.mem, _ptr(def_addrs), _ptr(def_words), def_addrs.shape[0])
         return _store_inputs(vm, values, cells) == 0
 
     def globals_words(self) -> np.ndarray:
@@ -719,8 +721,7 @@ cdef class Core:
         vm.D = 1
         vm.pc = vm.fn_begin[vm.main]
         vm.ad = 0
-        for i in range(def_addrs.shape[0]):
-            vm.mem[da[i]] = dw[i]
+        _scatter(vm.mem, da, dw, def_addrs.shape[0])
         for name, v in inputs.items():
             cell = input_cells.get(name)
             if cell is None:

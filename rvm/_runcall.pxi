@@ -195,9 +195,7 @@ cdef class RunCall:
     cdef object call(self, object values, bint reverse):
         cdef Core core = self.core
         cdef VM* vm = &core.vm
-        cdef i64 ng = vm.const_lo, i, nd
-        cdef i64* da
-        cdef i64* dw
+        cdef i64 ng = vm.const_lo, i
         cdef i64* junk
         cdef cnp.ndarray both
         cdef cnp.npy_intp d2 = 2 * ng
@@ -216,10 +214,8 @@ cdef class RunCall:
             return None
         core._reset(reverse)
         if not reverse:
-            nd = self.def_addrs.shape[0]
-            da, dw = _ptr(self.def_addrs), _ptr(self.def_words)
-            for i in range(nd):
-                vm.mem[da[i]] = dw[i]
+            _scatter(vm.mem, _ptr(self.def_addrs), _ptr(self.def_words),
+                     self.def_addrs.shape[0])
         if _store_inputs(vm, <dict>values, self.cells) != 0:
             return None
         both = PyArray_EMPTY(1, &d2, cnp.NPY_INT64, 0)      # the start's words, the end's
@@ -433,8 +429,6 @@ cdef class JvpCall:
         cdef Core core = self.core
         cdef VM* vm = &core.vm
         cdef i64 i, addr, size
-        cdef i64* da
-        cdef i64* dw
         cdef cnp.ndarray a
         cdef cnp.npy_intp d
         cdef dict res = {}
@@ -449,9 +443,7 @@ cdef class JvpCall:
             return None
         vm.ad = _AD_TAN
         core._reset(False)                  # (the duals too)
-        da, dw = _ptr(self.def_addrs), _ptr(self.def_words)
-        for i in range(self.def_addrs.shape[0]):
-            vm.mem[da[i]] = dw[i]
+        _scatter(vm.mem, _ptr(self.def_addrs), _ptr(self.def_words), self.def_addrs.shape[0])
         if _store_inputs(vm, <dict>inputs, self.cells) != 0:
             return None
         for name, addr, size, scalar in self.seeds:
