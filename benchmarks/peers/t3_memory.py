@@ -1,5 +1,9 @@
 """T3: peak memory of T1's gradient, one fresh process per (peer, n).
 
+rvm is measured in every mode (issue 16: memory stays flat in run length in each): its gradient
+(peer "rvm"), its forward run (`rvm.run`, "rvm run"), its tangent (`rvm.jvp`, "rvm jvp") and its
+Hessian (`rvm.hessian`, "rvm hessian"), each checked against T1's exact answer.
+
 The child imports the peer, builds T1 for n (the same code as T1), records its resident set
 before the gradient, runs one gradient, checks it (d/d one = n) and prints one JSON line with
 ru_maxrss.  The parent skips a cell whose projected memory or time (extrapolated from the
@@ -17,11 +21,13 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from typing import Any
 
 from .common import HERE, ROOT, THREAD_ENV, peer_missing, rvm_grad_missing
 from .report import MemRow
 
-PEERS = ("rvm", "torch", "autograd", "jax")
+PEERS = ("rvm", "rvm run", "rvm jvp", "rvm hessian", "torch", "autograd", "jax")
+RVM_MODES = ("rvm run", "rvm jvp", "rvm hessian")    # rvm's other modes, run by the rvm peer
 
 
 def sizes(quick: bool) -> list[int]:
@@ -45,9 +51,12 @@ def run(quick: bool, peers: set[str], log: Callable[[str], None], max_mem: float
     env = dict(os.environ, **THREAD_ENV)
     env["PYTHONPATH"] = os.pathsep.join([str(HERE.parent), str(ROOT), env.get("PYTHONPATH", "")])
     for peer in PEERS:
-        if peer not in peers:
+        if (peer if peer not in RVM_MODES else "rvm") not in peers:
             continue
-        why = peer_missing(peer) or (rvm_grad_missing() if peer == "rvm" else None)
+        if peer in RVM_MODES:
+            why = peer_missing("rvm")
+        else:
+            why = peer_missing(peer) or (rvm_grad_missing() if peer == "rvm" else None)
         done: list[MemRow] = []
         for n in sizes(quick):
             row = MemRow(peer, n)
@@ -61,8 +70,9 @@ def run(quick: bool, peers: set[str], log: Callable[[str], None], max_mem: float
                 continue
             log(f"T3 {peer} n={n:.0e} (fresh process)")
             limit = min(max_mem, _available_bytes() / 3)
-            code, out, errtext, killed = _watch([sys.executable, "-m", "peers.t3_memory", peer,
-                                                 str(n)], env, limit, max(60.0, 2 * max_seconds))
+            code, out, errtext, killed = _watch([sys.executable, "-m", "peers.t3_memory",
+                                                 peer.replace(" ", "-"), str(n)], env, limit,
+                                                max(60.0, 2 * max_seconds))
             if killed:
                 row.note = killed
                 why = f"skipped: a smaller n was stopped ({killed})"
@@ -150,11 +160,59 @@ def _rss() -> int:
     return _status_kb("VmRSS")
 
 
+def rvm_mode(mode: str, n: int) -> tuple[Callable[[], Any], Callable[[Any], str | None]]:
+    """One of rvm's non-gradient modes on T1's program: the call and its check.
+
+    run: x = n.  jvp along one = 1: dx/d one = n.  hessian of x wrt (x, one): zero (x is
+    linear).  Each call is the public one-shot function, as a user writes it."""
+    import numpy as np
+
+    import rvm
+
+    from . import rvm_side
+    from .t1_accumulate import ONE, PROGRAM, X0
+
+    prog = rvm_side.program(PROGRAM)
+    inputs = {"x": X0, "one": ONE, "n": n}
+    want: Any
+    if mode == "rvm run":
+        def call() -> Any:
+            return rvm.run(prog, inputs).outputs["x"]
+        want = float(n)
+    elif mode == "rvm jvp":
+        def call() -> Any:
+            return rvm.jvp(prog, inputs, {"one": 1.0})["x"]
+        want = float(n)
+    else:
+        def call() -> Any:
+            return rvm.hessian(prog, of="x", wrt=["x", "one"], inputs=inputs)
+        want = np.zeros((2, 2))
+
+    def check(got: Any) -> str | None:
+        ok = np.array_equal(np.asarray(got, dtype=float), np.asarray(want, dtype=float))
+        return None if ok else f"got {got!r}, want {want!r}"
+    return call, check
+
+
 def child(peer: str, n: int) -> None:
     import resource
 
     from . import t1_accumulate as t1
     from .common import compare
+
+    if peer in RVM_MODES:
+        warm_call, _ = rvm_mode(peer, 10)
+        warm_call()
+        call, check = rvm_mode(peer, n)
+        base = _rss()
+        t0 = time.perf_counter()
+        got = call()
+        secs = time.perf_counter() - t0
+        peak = _status_kb("VmHWM") or resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        bad = check(got)
+        print(json.dumps({"peak": peak, "base": base, "seconds": secs,
+                          "check": "ok" if bad is None else f"WRONG: {bad}"}))
+        return
 
     warm = t1.FACTORIES[peer](10)   # import-time and first-call set-up (autograd engine,
     if warm.grad is not None:       # jit machinery) belongs to the baseline, not to n
@@ -177,4 +235,4 @@ def child(peer: str, n: int) -> None:
 if __name__ == "__main__":
     for k, v in THREAD_ENV.items():
         os.environ.setdefault(k, v)
-    child(sys.argv[1], int(sys.argv[2]))
+    child(sys.argv[1].replace("-", " "), int(sys.argv[2]))
