@@ -211,9 +211,8 @@ def gmm(function: str, inp: dict[str, Any], native: bool = True) -> Evaluation:
     ls = d * (d - 1) // 2
     lengths = (("alpha", k), ("mu", k * d), ("q", k * d), ("l", max(ls * k, 1)),
                ("x", n * d), ("qd", k * d), ("sq", k), ("XC", n * k * d), ("QX", n * k * d),
-               ("B", n * k),
-               ("PM", n * k), ("S", n), ("PA", k))
-    prog = program("gmm", lengths, (("d", d), ("k", k)))
+               ("H", n * k), ("B", n * k), ("PM", n * k), ("E", n * k), ("S", n), ("PA", k))
+    prog = program("gmm", lengths, (("d", d), ("k", k), ("n", n), ("kl", ls * k)))
     inputs = {"alpha": _f64(inp["alpha"]), "mu": _f64(inp["mu"]), "q": _f64(inp["q"]),
               "l": _f64(inp["l"]) if ls else np.zeros(1), "x": _f64(inp["x"]),
               "m": int(inp["m"]), "gamma": float(inp["gamma"]),
