@@ -1229,3 +1229,4 @@ cdef class Core:
 
 include "_gradfast.pxi"   # gradient fast paths (GradCall, GradFnBase)
 include "_runcall.pxi"    # one-shot calls in C: RunCall (rvm.run), HessCall (rvm.hessian)
+include "_tanrows.pxi"    # batches of tangents and Hessians without the GIL (rvm.jvp_batch, ...)

@@ -222,11 +222,20 @@ def split_batch(program: Program, inputs: Mapping[str, Any]) -> tuple[dict, dict
     """A batch's inputs as ({name: values with the batch axis}, {name: shared value}, B): a
     value with one more axis than the single call's value is batched."""
     sizes: set[int] = set()
+    rows, shared = batch_axes(program, inputs, sizes)
+    return rows, shared, batch_size(sizes)
+
+
+def batch_axes(program: Program, values: Mapping[str, Any], sizes: set[int],
+               what: str = "") -> tuple[dict, dict]:
+    """({name: values with the batch axis}, {name: shared value}) of input values (`what`
+    they are, for messages: inputs, tangents); the batch axes' lengths go into `sizes`."""
     rows, shared = {}, {}
-    for name, v in inputs.items():
-        g = program.global_named(name)
+    of = f" ({what})" if what else ""
+    for name, v in values.items():
+        g = next((g for g in program.globals if g.name == name), None)
         if g is None or not g.is_input:
-            raise UnknownName(f"{name!r} is not an input of the program")
+            raise UnknownName(f"{name!r}{of} is not an input of the program")
         if g.stack:
             raise ValueError(f"{name}: a named stack cannot be batched")
         arr = np.asarray(v)
@@ -237,12 +246,17 @@ def split_batch(program: Program, inputs: Mapping[str, Any]) -> tuple[dict, dict
         elif arr.ndim == single:
             shared[name] = v
         else:
-            raise ValueError(f"{name}: expected shape {(g.length,) if single else ()} (shared) "
-                             f"or that with a leading batch axis, got {arr.shape}")
+            raise ValueError(f"{name}{of}: expected shape {(g.length,) if single else ()} "
+                             f"(shared) or that with a leading batch axis, got {arr.shape}")
+    return rows, shared
+
+
+def batch_size(sizes: set[int], what: str = "input") -> int:
+    """B, the one length of the batch axes seen."""
     if len(sizes) != 1:
-        raise ValueError("batched inputs must share one leading axis B" if sizes else
-                         "no input has a batch axis: give some value a leading axis B")
-    return rows, shared, sizes.pop()
+        raise ValueError(f"batched {what}s must share one leading axis B" if sizes else
+                         f"no {what} has a batch axis: give some value a leading axis B")
+    return sizes.pop()
 
 
 def batch_row(rows: dict, shared: dict, b: int) -> dict[str, Any]:
@@ -273,7 +287,8 @@ def batch_words(m: Machine, rows: dict, shared: dict, B: int) -> tuple:
             raise ValueEncodingError(f"{name}: {e}") from None
         row_addrs.extend(range(g.addr, g.addr + g.size))
     return (in_addrs, def_words, np.array(row_addrs, dtype=np.int64),
-            np.ascontiguousarray(np.concatenate(cols, axis=1), dtype=np.int64))
+            np.ascontiguousarray(np.concatenate(cols, axis=1) if cols else np.zeros((B, 0)),
+                                 dtype=np.int64))
 
 
 def chunks(B: int, threads: int | None) -> list[int]:
