@@ -138,7 +138,7 @@ def lse(function: str, inp: dict[str, Any], native: bool = True) -> Evaluation:
 
 def llsq(function: str, inp: dict[str, Any], native: bool = True) -> Evaluation:
     x, n = _f64(inp["x"]), int(inp["n"])
-    r = Runner(program("llsq", (("x", len(x)), ("PW", n * (len(x) + 1)), ("T", n), ("res", n))),
+    r = Runner(program("llsq", (("x", len(x)), ("HN", n * len(x)), ("res", n))),
                {"x": x, "n": n},
                native)
     if function == "primal":
