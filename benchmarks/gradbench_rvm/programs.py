@@ -231,38 +231,48 @@ def gmm(function: str, inp: dict[str, Any], native: bool = True) -> Evaluation:
 
 
 NCAM = 11
+# programs/gradbench/ba.rasm's arrays, one per camera parameter and point coordinate, and its
+# per-observation intermediates
+BA_CAM = ("r0", "r1", "r2", "c0", "c1", "c2", "f", "u0", "v0", "k1", "k2")
+BA_PT = ("X0", "X1", "X2")
+BA_SCRATCH = ("xo0", "xo1", "xo2", "sqt", "th", "ct", "st", "omc", "rw0", "rw1", "rw2", "cr0",
+              "cr1", "cr2", "dt", "tmp", "rp0", "rp1", "rp2", "pj0", "pj1", "rsq", "rq2", "dl",
+              "pd0", "pd1", "g0", "g1")
 
 
 def ba(function: str, inp: dict[str, Any], native: bool = True) -> Evaluation:
     """The eval's duplication (the C++ reference's from_json: n cameras, m points, p
     observations of camera o % n and point o % m), each observation's camera and point
-    gathered into its own copy, the weights given twice (w for the reprojection errors, ww for
-    the weight errors); the Jacobian from two adjoint sweeps (programs/gradbench/ba.rasm),
-    laid out as the reference's sparse matrix (CSR rows, cols, vals) and sent as
-    the eval asks: its first 30 entries and its last."""
+    gathered into its own copy, one array per parameter (r0[o] .. k2[o], X0[o] .. X2[o]), the
+    weights given twice (w for the reprojection errors, ww for the weight errors); the
+    Jacobian from two adjoint sweeps (programs/gradbench/ba.rasm), laid out as the reference's
+    sparse matrix (CSR rows, cols, vals) and sent as the eval asks: its first 30 entries and
+    its last."""
     n, m, p = int(inp["n"]), int(inp["m"]), int(inp["p"])
     cams = np.tile(_f64(inp["cam"]), n).reshape(n, NCAM)
     X = np.tile(_f64(inp["x"]), m).reshape(m, 3)
     ci, pi = np.arange(p) % n, np.arange(p) % m
-    inputs = {"cam": _f64(cams[ci]), "pt": _f64(X[pi]), "w": np.full(p, float(inp["w"])),
-              "ww": np.full(p, float(inp["w"])), "feat": np.tile(_f64(inp["feat"]), p)}
-    scratch = {"xo": 3, "rw": 3, "cr": 3, "rp": 3, "sqt": 1, "th": 1, "ct": 1, "st": 1,
-               "tmp": 1, "pj": 2, "rsq": 1, "dl": 1}
-    prog = program("ba", (("cam", NCAM * p), ("pt", 3 * p), ("w", p), ("ww", p),
-                          ("feat", 2 * p), ("err", 2 * p), ("werr", p)) +
-                   tuple((name, size * p) for name, size in scratch.items()))
+    feat = _f64(inp["feat"])
+    inputs: dict[str, Any] = {name: np.ascontiguousarray(cams[ci, j])
+                              for j, name in enumerate(BA_CAM)}
+    inputs.update({name: np.ascontiguousarray(X[pi, j]) for j, name in enumerate(BA_PT)})
+    inputs.update({"w": np.full(p, float(inp["w"])), "ww": np.full(p, float(inp["w"])),
+                   "fx": np.full(p, feat[0]), "fy": np.full(p, feat[1])})
+    arrays = BA_CAM + BA_PT + ("w", "ww", "fx", "fy", "err0", "err1", "werr") + BA_SCRATCH
+    prog = program("ba", tuple((name, p) for name in arrays))
     r = Runner(prog, inputs, native)
     if function == "objective":
-        fw = r.forward("err", "werr")
+        fw = r.forward("err0", "err1", "werr")
 
         def objective(out: Any) -> Any:
-            err, werr = out
-            return {"reproj_error": {"elements": [float(err[0]), float(err[1])],
+            err0, err1, werr = out
+            return {"reproj_error": {"elements": [float(err0[0]), float(err1[0])],
                                      "repeated": p},
                     "w_err": {"element": float(werr[0]), "repeated": p}}
         return Evaluation(fw, objective)
-    g0 = r.grad_fn("l0", ("cam", "pt", "w"))
-    g1 = r.grad_fn("l1w", ("cam", "pt", "w", "ww"))
+    wrt = BA_CAM + BA_PT + ("w",)
+    g0 = r.grad_fn("l0", wrt)
+    g1 = r.grad_fn("l1w", wrt + ("ww",))
     # the sparsity pattern: per observation two rows of 11 + 3 + 1 entries, then p w rows
     per = NCAM + 3 + 1
     cols = np.empty((p, 2, per), dtype=np.int64)
@@ -272,20 +282,23 @@ def ba(function: str, inp: dict[str, Any], native: bool = True) -> Evaluation:
     cols_all = np.concatenate([cols.ravel(), NCAM * n + 3 * m + np.arange(p)])
     rows_all = np.concatenate([np.arange(2 * p + 1) * per, 2 * p * per + np.arange(1, p + 1)])
 
+    # the output's storage, allocated once (as the C++ tools' output, which their runs reuse)
+    vals_all = np.empty(2 * p * per + p)
+    vals = vals_all[:2 * p * per].reshape(p, 2, per)
+
     def jacobian() -> Any:
-        vals = np.empty((p, 2, per))
         for row, g in enumerate((g0, g1)):
             res = g()
-            vals[:, row, :NCAM] = res["cam"].reshape(p, NCAM)
-            vals[:, row, NCAM:NCAM + 3] = res["pt"].reshape(p, 3)
-            vals[:, row, per - 1] = res["w"]
-        return np.concatenate([vals.ravel(), res["ww"]])
+            for j, name in enumerate(wrt):
+                vals[:, row, j] = res[name]
+        vals_all[2 * p * per:] = res["ww"]
+        return vals_all
 
-    def sparse(vals_all: Any) -> Any:
+    def sparse(v: Any) -> Any:
         k = 2 * per
         return {"rows": rows_all[:k].tolist() + [int(rows_all[-1])],
                 "cols": cols_all[:k].tolist() + [int(cols_all[-1])],
-                "vals": vals_all[:k].tolist() + [float(vals_all[-1])]}
+                "vals": v[:k].tolist() + [float(v[-1])]}
     return Evaluation(jacobian, sparse)
 
 
