@@ -173,7 +173,7 @@ cdef class FlatCall:
         cdef i64 k, nw, w
         cdef i64* ws
         cdef i64* ex
-        if type(x) is np.ndarray and cnp.PyArray_TYPE(<cnp.ndarray>x) == cnp.NPY_DOUBLE and \
+        if type(x) is cnp.ndarray and cnp.PyArray_TYPE(<cnp.ndarray>x) == cnp.NPY_DOUBLE and \
                 (<cnp.ndarray>x).ndim == 1 and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>x):
             xa = <cnp.ndarray>x
         else:
@@ -201,7 +201,7 @@ cdef class FlatCall:
             oa = cnp.PyArray_EMPTY(1, &dn, cnp.NPY_DOUBLE, 0)
         else:
             oa = <cnp.ndarray>out
-            if not (type(out) is np.ndarray and cnp.PyArray_TYPE(oa) == cnp.NPY_DOUBLE and
+            if not (type(out) is cnp.ndarray and cnp.PyArray_TYPE(oa) == cnp.NPY_DOUBLE and
                     oa.ndim == 1 and oa.shape[0] == self.n and
                     cnp.PyArray_IS_C_CONTIGUOUS(oa)):
                 raise ValueError(f"flat: out must be a contiguous float64 vector of {self.n}")

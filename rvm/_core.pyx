@@ -748,8 +748,10 @@ cdef class Core:
                         return 1
                     vm.mem[addr + i] = rvm_f2w(<double>x)
             else:                                       # float[n] from a float64 array
-                if not (type(v) is np.ndarray and v.dtype == np.float64 and v.ndim == 1
-                        and v.shape[0] == cell[2] and v.flags.c_contiguous):
+                if not (type(v) is cnp.ndarray and
+                        cnp.PyArray_TYPE(<cnp.ndarray>v) == cnp.NPY_DOUBLE and
+                        (<cnp.ndarray>v).ndim == 1 and (<cnp.ndarray>v).shape[0] == cell[2] and
+                        cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>v)):
                     return 1
                 memcpy(vm.mem + addr, cnp.PyArray_DATA(<cnp.ndarray>v), <i64>cell[2] * 8)
         memcpy(ws, vm.mem, nw * sizeof(i64))

@@ -4,6 +4,7 @@
 # (Text included into the one extension module: it shares the core's names.)
 
 cimport cython
+from libc.stdlib cimport malloc, free
 from cpython.object cimport PyObject, PyObject_RichCompareBool, Py_EQ, PyTypeObject
 
 cdef extern from "numpy/arrayobject.h":
@@ -61,7 +62,7 @@ cdef int _store_inputs(VM* vm, dict values, dict cells) except -1:
                 return 1
             vm.mem[addr] = iv
         else:                                       # 2: float array, 3: int array
-            if type(v) is not np.ndarray:
+            if type(v) is not cnp.ndarray:
                 return 1
             a = <cnp.ndarray>v
             n = (<tuple>cell)[2]
@@ -72,17 +73,24 @@ cdef int _store_inputs(VM* vm, dict values, dict cells) except -1:
     return 0
 
 
+cdef enum:
+    _INLINE_WORDS = 16          # a Result keeps this many words in itself (2 x the globals)
+
+
 @cython.auto_pickle(False)
 cdef class RunResultBase:
     """The fields of rvm.api.Result (its base class).  A Result that RunCall made holds the
-    globals' words at the end of the run and decodes `inputs`, `outputs`, `stats` and
-    `garbage` from them when first read (the values the machine's read gives, bit for bit);
-    a Result made in Python gets them set."""
+    globals' words at the start and at the end of the run (in itself for a small program:
+    no array is made per call) and decodes `inputs`, `outputs`, `stats` and `garbage` from
+    them when first read (the values the machine's read gives, bit for bit); a Result made
+    in Python gets them set."""
     cdef public object _machine
     cdef object _lease_t
     cdef object _inputs, _outputs, _stats, _garbage
-    cdef cnp.ndarray _words            # RunCall's: the globals' words at the start, then at
-    cdef i64 _ng                       # the end (2 x _ng), else None
+    cdef i64* _w                       # RunCall's: the globals' words at the start, then at
+    cdef i64 _ng                       # the end (2 x _ng), else NULL
+    cdef i64 _inline[_INLINE_WORDS]
+    cdef cnp.ndarray _end_words        # the end's words as an array, made when first asked
     cdef RunCall _call
     cdef OneShotSlot _slot             # RunCall's lease: the slot and its gen after the run
     cdef long _gen
@@ -90,13 +98,28 @@ cdef class RunResultBase:
     cdef bint _dirty                   # a global the contract wants zero is not
     cdef bint _reverse                 # a backward run (garbage: the non-inputs at the start)
 
+    def __dealloc__(self):
+        if self._w != NULL and self._w != &self._inline[0]:
+            free(self._w)
+
+    cdef int _hold(self, i64 ng) except -1:
+        """Room for 2 x ng words."""
+        if 2 * ng <= _INLINE_WORDS:
+            self._w = &self._inline[0]
+        else:
+            self._w = <i64*>malloc(2 * ng * sizeof(i64))
+            if self._w == NULL:
+                raise MemoryError()
+        self._ng = ng
+        return 0
+
     @property
     def _lease(self):
         """(slot, gen, start words, reverse, options) of a run on a reused machine, else None
         (rvm.api.Result.machine)."""
         if self._lease_t is None and self._slot is not None:
-            self._lease_t = (self._slot, self._gen, self._words[:self._ng], self._reverse,
-                             self._call.options)
+            self._lease_t = (self._slot, self._gen, _words_copy(self._w, self._ng),
+                             self._reverse, self._call.options)
             self._slot = None
         return self._lease_t
 
@@ -105,11 +128,13 @@ cdef class RunResultBase:
         self._lease_t, self._slot = v, None
 
     cdef object _end(self):
-        return self._words[self._ng:]
+        if self._end_words is None:
+            self._end_words = _words_copy(self._w + self._ng, self._ng)
+        return self._end_words
 
     @property
     def inputs(self):
-        if self._inputs is None and self._words is not None:
+        if self._inputs is None and self._w != NULL:
             self._inputs = self._call.decode(self._end(), self._call.in_plan)
         return self._inputs
 
@@ -119,7 +144,7 @@ cdef class RunResultBase:
 
     @property
     def outputs(self):
-        if self._outputs is None and self._words is not None:
+        if self._outputs is None and self._w != NULL:
             self._outputs = self._call.decode(self._end(), self._call.out_plan)
         return self._outputs
 
@@ -129,7 +154,7 @@ cdef class RunResultBase:
 
     @property
     def stats(self):
-        if self._stats is None and self._words is not None:
+        if self._stats is None and self._w != NULL:
             self._stats = dict(steps=self._steps, peak_stack=self._peak_sp,
                                peak_frame_cells=self._peak_frame, peak_depth=self._peak_depth)
         return self._stats
@@ -140,7 +165,7 @@ cdef class RunResultBase:
 
     @property
     def garbage(self):
-        if self._garbage is None and self._words is not None:
+        if self._garbage is None and self._w != NULL:
             self._garbage = self._call.garbage_names(self._end(), self._reverse) \
                 if self._dirty else []
         return self._garbage
@@ -195,10 +220,8 @@ cdef class RunCall:
     cdef object call(self, object values, bint reverse):
         cdef Core core = self.core
         cdef VM* vm = &core.vm
-        cdef i64 ng = vm.const_lo, i
+        cdef i64 ng = vm.const_lo, i, nj
         cdef i64* junk
-        cdef cnp.ndarray both
-        cdef cnp.npy_intp d2 = 2 * ng
         cdef OneShotSlot slot = self.slot
         cdef RunResultBase r
         if PyThread_get_thread_ident() != self.owner:
@@ -218,21 +241,23 @@ cdef class RunCall:
                      self.def_addrs.shape[0])
         if _store_inputs(vm, <dict>values, self.cells) != 0:
             return None
-        both = PyArray_EMPTY(1, &d2, cnp.NPY_INT64, 0)      # the start's words, the end's
-        memcpy(cnp.PyArray_DATA(both), vm.mem, ng * sizeof(i64))
+        r = <RunResultBase>(<PyTypeObject*>self.cls).tp_new(self.cls, <PyObject*>_NO_ARGS, NULL)
+        r._hold(ng)
+        memcpy(r._w, vm.mem, ng * sizeof(i64))              # the start's words
         slot.gen += 1
         if core._native_run(1 << 62) != 0:
             return None
-        memcpy(_ptr(both) + ng, vm.mem, ng * sizeof(i64))
-        r = <RunResultBase>(<PyTypeObject*>self.cls).tp_new(self.cls, <PyObject*>_NO_ARGS, NULL)
-        r._words, r._ng = both, ng
+        memcpy(r._w + ng, vm.mem, ng * sizeof(i64))         # the end's
         r._call = self
         r._reverse = reverse
         r._slot, r._gen = slot, slot.gen
         r._steps, r._peak_sp = vm.steps, vm.peak_sp
         r._peak_frame, r._peak_depth = vm.peak_frame, vm.peak_depth
-        junk = _ptr(self.junk_start if reverse else self.junk_end)
-        for i in range((self.junk_start if reverse else self.junk_end).shape[0]):
+        if reverse:
+            junk, nj = _ptr(self.junk_start), self.junk_start.shape[0]
+        else:
+            junk, nj = _ptr(self.junk_end), self.junk_end.shape[0]
+        for i in range(nj):
             if vm.mem[junk[i]] != 0:
                 r._dirty = True
                 break
@@ -378,7 +403,7 @@ cdef class HvpCall(HessCall):
                     return None
                 sd[at] = <double>x
             else:
-                if type(x) is not np.ndarray:
+                if type(x) is not cnp.ndarray:
                     return None
                 a = <cnp.ndarray>x
                 if cnp.PyArray_TYPE(a) != cnp.NPY_DOUBLE or a.ndim != 1 or \
@@ -453,7 +478,7 @@ cdef class JvpCall:
                     return None
                 vm.tan[addr] = <double>x
             else:
-                if type(x) is not np.ndarray:
+                if type(x) is not cnp.ndarray:
                     return None
                 a = <cnp.ndarray>x
                 if cnp.PyArray_TYPE(a) != cnp.NPY_DOUBLE or a.ndim != 1 or \
@@ -474,3 +499,106 @@ cdef class JvpCall:
                 memcpy(cnp.PyArray_DATA(a), vm.tan + addr, size * sizeof(double))
                 res[name] = a if len(shape) == 1 else a.reshape(shape)
         return res
+
+
+# ---- the one-shot public calls (rvm.run, rvm.hessian, rvm.hvp, rvm.jvp) as C functions ------
+
+@cython.auto_pickle(False)
+cdef class OneShotEntry:
+    """The fields of rvm.oneshot's per-Program entry (its base class; rvm/oneshot.py says
+    what each holds), here so that the public calls below read the C calls in it directly."""
+    cdef public object local, lock, grad_fns, batch_machines
+    cdef public object run_call, hess_call, hvp_call, jvp_call
+
+
+cdef object _gen_run = None, _gen_hessian = None, _gen_hvp = None, _gen_jvp = None
+
+
+cdef extern from "Python.h":
+    PyObject** _PyObject_GetDictPtr(object)
+    PyObject* PyDict_GetItem(PyObject*, PyObject*)
+
+
+cdef inline OneShotEntry _entry_of(object program):
+    """The Program's one-shot entry (rvm.oneshot.entry keeps it in the Program's __dict__),
+    or None: one lookup in that dict."""
+    cdef PyObject** dp = _PyObject_GetDictPtr(program)
+    cdef PyObject* e
+    if dp == NULL or dp[0] == NULL:
+        return None
+    e = PyDict_GetItem(dp[0], <PyObject*>"_oneshot")
+    if e == NULL or not isinstance(<object>e, OneShotEntry):
+        return None
+    return <OneShotEntry>e
+
+
+def oneshot_run(program, values=None, *, reverse=False, max_steps=None, trace=None,
+                **machine_options):
+    cdef OneShotEntry e
+    cdef object r
+    if max_steps is None and trace is None and not machine_options:
+        e = _entry_of(program)
+        if e is not None and e.run_call is not None:
+            r = (<RunCall>e.run_call).call(values, reverse)
+            if r is not None:
+                return r
+    return _gen_run(program, values, reverse=reverse, max_steps=max_steps, trace=trace,
+                    **machine_options)
+
+
+def oneshot_hessian(program, of, wrt, inputs=None, **options):
+    cdef OneShotEntry e
+    cdef object h
+    if not options:
+        e = _entry_of(program)
+        if e is not None and e.hess_call is not None:
+            h = (<HessCall>e.hess_call).call(of, wrt, inputs)
+            if h is not None:
+                return h
+    return _gen_hessian(program, of, wrt, inputs, **options)
+
+
+def oneshot_hvp(program, of, wrt, v, inputs=None, **options):
+    cdef OneShotEntry e
+    cdef object h
+    if not options:
+        e = _entry_of(program)
+        if e is not None and e.hvp_call is not None:
+            h = (<HvpCall>e.hvp_call).hvp(of, wrt, v, inputs)
+            if h is not None:
+                return h
+    return _gen_hvp(program, of, wrt, v, inputs, **options)
+
+
+def oneshot_jvp(program, inputs, tangents, **options):
+    cdef OneShotEntry e
+    cdef object t
+    if not options:
+        e = _entry_of(program)
+        if e is not None and e.jvp_call is not None:
+            t = (<JvpCall>e.jvp_call).call(inputs, tangents)
+            if t is not None:
+                return t
+    return _gen_jvp(program, inputs, tangents, **options)
+
+
+def oneshot_public(str name, general):
+    """The public call `name` ("run", "hessian", "hvp" or "jvp") as its C function above:
+    the repeated call one C call into the Program's bound C call, anything else (the first
+    calls, options, another thread, a trap) `general(...)`, the Python implementation, whose
+    name, docstring and signature (inspect follows __wrapped__) the function takes."""
+    global _gen_run, _gen_hessian, _gen_hvp, _gen_jvp
+    import functools
+    if name == "run":
+        f, _gen_run = oneshot_run, general
+    elif name == "hessian":
+        f, _gen_hessian = oneshot_hessian, general
+    elif name == "hvp":
+        f, _gen_hvp = oneshot_hvp, general
+    elif name == "jvp":
+        f, _gen_jvp = oneshot_jvp, general
+    else:
+        raise ValueError(f"no one-shot call {name!r}")
+    functools.update_wrapper(f, general)
+    f.__name__ = f.__qualname__ = name
+    return f

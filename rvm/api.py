@@ -12,7 +12,7 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -67,7 +67,11 @@ class Result(_RunResultBase):
     globals left nonzero that the contract wants zero.
 
     (The fields live in the C base class: a repeated `run` makes its Result in C and decodes
-    `inputs`, `outputs`, `stats` and `garbage` from the end state's words when first read.)"""
+    `inputs`, `outputs`, `stats` and `garbage` from the end state's words when first read.
+    No instance dict: a Result costs one small allocation.)"""
+
+    if not TYPE_CHECKING:       # (mypy does not see the base's fields)
+        __slots__ = ()
 
     def __init__(self, inputs: dict[str, Any], outputs: dict[str, Any], stats: dict[str, int],
                  machine: Machine | None, garbage: list[str] | None = None) -> None:
@@ -131,22 +135,17 @@ class Result(_RunResultBase):
         set_result_state(self, state)
 
 
-def run(program: Program | str | os.PathLike, values: Mapping[str, Any] | None = None, *,
-        reverse: bool = False, max_steps: int | None = None,
-        trace: Callable[..., None] | None = None, **machine_options: Any) -> Result:
+def _run(program: Program | str | os.PathLike, values: Mapping[str, Any] | None = None, *,
+         reverse: bool = False, max_steps: int | None = None,
+         trace: Callable[..., None] | None = None, **machine_options: Any) -> Result:
     """Run `program` forward from `values` (its inputs), or with reverse=True backward from
     `values` (its outputs).  Traps raise rvm.errors.Trap subclasses.
 
     Called again on the same Program object, it reuses the machine it built (one per thread
     and set of machine options, rvm/oneshot.py): no bytecode check or machine set-up per
-    call.  A path is assembled anew each time: assemble it once to reuse it."""
-    if max_steps is None and trace is None and not machine_options:
-        # the repeated call: one C call (rvm/_runcall.pxi) once the machine has native code
-        e = getattr(program, "_oneshot", None)
-        if e is not None and e.run_call is not None:
-            res = e.run_call(values, reverse)
-            if res is not None:
-                return res
+    call, and once that machine has native code the repeated call (values and reverse
+    only) is one C function from the call to the Result (rvm/_runcall.pxi), with no Python
+    frame.  A path is assembled anew each time: assemble it once to reuse it."""
     if not isinstance(program, Program):
         program = assemble(program)
     slot = oneshot.acquire(program, machine_options)
@@ -170,6 +169,12 @@ def run(program: Program | str | os.PathLike, values: Mapping[str, Any] | None =
         return res
     finally:
         oneshot.release(slot)
+
+
+if TYPE_CHECKING:
+    run = _run
+else:   # the C function (rvm/_runcall.pxi) whose general path is _run
+    run = _C.oneshot_public("run", _run)
 
 
 def _bind_run_call(program: Program, slot: oneshot.Slot) -> None:

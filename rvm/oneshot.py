@@ -37,8 +37,14 @@ __all__ = ["Slot", "acquire", "release", "detach", "entry", "clear"]
 _LOCK = threading.Lock()
 
 
-class _Entry:
-    """One Program's reusables (see the module docstring)."""
+_C: Any = _core                  # (the C classes: untyped to mypy)
+_EntryBase: Any = _C.OneShotEntry
+
+
+class _Entry(_EntryBase):
+    """One Program's reusables (see the module docstring).  The fields live in the C base
+    class, so that the public calls in C (rvm/_runcall.pxi: rvm.run, rvm.hessian, rvm.hvp,
+    rvm.jvp) read the bound C calls without a Python frame."""
 
     def __init__(self) -> None:
         self.local = threading.local()        # .slots: {options key: Slot}

@@ -233,3 +233,28 @@ def test_repeated_jvps_are_one_native_run():
             assert got["res"] == pytest.approx(np.dot(xs, t) / np.linalg.norm(xs), rel=1e-12)
     with pytest.raises(rvm.ad.engine.NotDifferentiable, match="'y' is not a global"):   # as before
         rvm.jvp(prog, {"x": x}, {"y": np.zeros(3)})
+
+
+def test_the_public_calls_are_c_functions_with_the_python_signatures():
+    import inspect
+
+    from rvm.ad import engine
+    for f, general in ((rvm.run, rvm.api._run), (rvm.hessian, engine._hessian),
+                       (rvm.hvp, engine._hvp), (rvm.jvp, engine._jvp)):
+        assert type(f).__name__ == "cython_function_or_method" and f is not general
+        assert f.__name__ == general.__name__.lstrip("_") and f.__doc__ == general.__doc__
+        assert inspect.signature(f) == inspect.signature(general)
+        assert pickle.loads(pickle.dumps(f)) is f
+    prog = rvm.assemble("programs/besselj_rec.rasm")
+    m = compiled(prog, {"z": 3.0})
+    runs = m.core.native_runs
+    res = rvm.run(prog, {"z": 2.5})
+    assert m.core.native_runs == runs + 1 and not hasattr(res, "__dict__")
+    same(res, fresh(prog, {"z": 2.5}))
+    # options, a path, a bad argument: the general path, as before
+    with pytest.raises(rvm.errors.StepLimit):
+        rvm.run(prog, {"z": 2.5}, max_steps=10)
+    assert m.core.native_runs == runs + 1
+    same(rvm.run("programs/besselj_rec.rasm", {"z": 2.5}), fresh(prog, {"z": 2.5}))
+    with pytest.raises(TypeError, match="positional"):
+        rvm.run(prog, {"z": 2.5}, True)

@@ -26,7 +26,7 @@ import threading
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -643,19 +643,14 @@ def _shared_grad_fn(program: Program, of: str, wrt: tuple[str, ...],
     return f
 
 
-def jvp(program: Program | str | os.PathLike, inputs: Mapping[str, Any] | None,
-        tangents: Mapping[str, Any], **options: Any) -> dict[str, Any]:
+def _jvp(program: Program | str | os.PathLike, inputs: Mapping[str, Any] | None,
+         tangents: Mapping[str, Any], **options: Any) -> dict[str, Any]:
     """Forward mode: the tangents of every differentiable output for input tangents
     {name: tangent}.
 
     Called again on the same Program object, it reuses the first call's machine and, once
-    the tangent modes run as native code, makes the whole call in C (one native run)."""
-    if not options:
-        e = getattr(program, "_oneshot", None)
-        if e is not None and e.jvp_call is not None:
-            t = e.jvp_call(inputs, tangents)
-            if t is not None:
-                return t
+    the tangent modes run as native code, the whole call is one C function (rvm/_runcall.pxi:
+    one native run, no Python frame)."""
     res = derivatives(program, None, (), inputs, gradient=False, tangents=tangents,
                       **options).tangent
     if not options and isinstance(program, Program) and isinstance(tangents, dict):
@@ -697,18 +692,13 @@ def jvp_call(m: Machine, names: list[str], slot: Any = None) -> Any:
                          def_addrs, def_words, seeds, outs)
 
 
-def hessian(program: Program | str | os.PathLike, of: str, wrt: str | Sequence[str],
-            inputs: Mapping[str, Any] | None = None, **options: Any) -> np.ndarray:
+def _hessian(program: Program | str | os.PathLike, of: str, wrt: str | Sequence[str],
+             inputs: Mapping[str, Any] | None = None, **options: Any) -> np.ndarray:
     """The Hessian of `of` over the wrt cells flattened in order, shape (n, n).
 
     Called again on the same Program object, it reuses the first call's machine and, once
-    the tangent modes run as native code, makes the whole call in C (one core call)."""
-    if not options:
-        e = getattr(program, "_oneshot", None)
-        if e is not None and e.hess_call is not None:
-            h = e.hess_call(of, wrt, inputs)
-            if h is not None:
-                return h
+    the tangent modes run as native code, the whole call is one C function (rvm/_runcall.pxi:
+    one core call, no Python frame)."""
     if isinstance(program, Program) and options.keys() <= {"native"}:
         h = _hessian_again(program, of, wrt, inputs, options.get("native"))
         if h is not None:
@@ -748,19 +738,14 @@ def _hessian_again(program: Program, of: str, wrt: str | Sequence[str],
         oneshot.release(slot)
 
 
-def hvp(program: Program | str | os.PathLike, of: str, wrt: str | Sequence[str],
-        v: Mapping[str, Any], inputs: Mapping[str, Any] | None = None,
-        **options: Any) -> dict[str, Any]:
+def _hvp(program: Program | str | os.PathLike, of: str, wrt: str | Sequence[str],
+         v: Mapping[str, Any], inputs: Mapping[str, Any] | None = None,
+         **options: Any) -> dict[str, Any]:
     """The Hessian-vector product H v for v = {wrt name: vector}.
 
     Called again on the same Program object, it reuses the first call's machine and, once
-    the tangent modes run as native code, makes the whole call in C (one core call)."""
-    if not options:
-        e = getattr(program, "_oneshot", None)
-        if e is not None and e.hvp_call is not None:
-            h = e.hvp_call(of, wrt, v, inputs)
-            if h is not None:
-                return h
+    the tangent modes run as native code, the whole call is one C function (rvm/_runcall.pxi:
+    one core call, no Python frame)."""
     res = derivatives(program, of, wrt, inputs, gradient=False, direction=v, **options).hvp
     if not options and isinstance(program, Program):
         _bind_hvp(program, of, wrt)
@@ -790,6 +775,14 @@ def _bind_hvp(program: Program, of: str, wrt: str | Sequence[str]) -> None:
                                    r._exact_addrs(), parts)
     finally:
         oneshot.release(slot)
+
+
+if TYPE_CHECKING:
+    jvp, hessian, hvp = _jvp, _hessian, _hvp
+else:   # the C functions (rvm/_runcall.pxi) whose general paths are these
+    jvp = _core.oneshot_public("jvp", _jvp)
+    hessian = _core.oneshot_public("hessian", _hessian)
+    hvp = _core.oneshot_public("hvp", _hvp)
 
 
 class GradFn(_core.GradFnBase):
