@@ -177,7 +177,7 @@ def kmeans(function: str, inp: dict[str, Any], native: bool = True) -> Evaluatio
                                                                    dtype=np.float64)
     (n, d), k = P.shape, C.shape[0]
     prog = program("kmeans", (("P", n * d), ("C", k * d), ("D", n * k), ("best", n),
-                              ("arg", n)), (("d", d),))
+                              ("arg", n)), (("d", d), ("k", k)))
     r = Runner(prog, {"P": _f64(P), "C": _f64(C)}, native)
     if function == "cost":
         fw = r.forward("cost")
