@@ -44,6 +44,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 PINNED = "f26651a7bcc120654fa895adecaf371b8cc059c5"
+DEFAULT_JSON = ROOT / "benchmarks" / "out" / "gradbench.json"
 EVALS = ["lse", "llsq", "det", "ode", "kmeans", "gmm", "ba", "saddle", "particle"]
 # nested AD: four variants (forward or reverse mode outside and inside), each a derivative
 NESTED = {"saddle", "particle"}
@@ -341,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--interleave", type=int, default=0, metavar="N",
                     help="also run each evaluation on the manual tool, alternately with the "
                          "tool, N times each, and report the ratio of their best runs")
-    ap.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "out" / "gradbench.json")
+    ap.add_argument("--json", type=Path, default=DEFAULT_JSON)
     ap.add_argument("--chart", type=Path, default=None,
                     help="PNG (default: the --json path with .png)")
     a = ap.parse_args(argv)
@@ -355,6 +356,8 @@ def main(argv: list[str] | None = None) -> int:
     for t in tools:
         if t not in TOOLS + EXTRA_TOOLS:
             ap.error(f"unknown tool {t!r} ({', '.join(TOOLS + EXTRA_TOOLS)})")
+    if a.json == DEFAULT_JSON:
+        a.json.parent.mkdir(exist_ok=True)          # benchmarks/out/, not in the repository
     if not a.json.parent.is_dir():
         ap.error(f"{a.json.parent} does not exist")
     try:

@@ -14,12 +14,16 @@ Run: `python benchmarks/gradbench_rvm/tool.py` (the driver benchmarks/gradbench.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 import traceback
 from pathlib import Path
 from typing import Any
 
+# one thread, as GradBench's manual tool (its Makefile's default) and JAX's tool pinned to one
+# core: numpy's OpenBLAS would start a thread per core, idle here but scheduled beside the runs
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(1, str(Path(__file__).resolve().parents[2]))
 
