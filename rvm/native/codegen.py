@@ -39,8 +39,11 @@ from isa.derivatives import (
     PF_ONE,
     PF_SUM,
     RULES,
+    partials,
     pf_id,
 )
+from isa.expr import to_c_dual
+from isa.functions import FN1, FN2
 from isa.program import MODE_G, MODE_L, MODE_N, MODE_P, MODE_X
 from isa.table import INVERSE, OPS
 from isa.types import FLOAT, INT, LNS
@@ -72,8 +75,12 @@ PRELUDE = """\
 #include "_adrules.h"
 #include "_abi.h"     /* rvm_ns, the state the entry points run on, and their return codes */
 /* give up at pc `at` (kept for the reader): one exit per function, so that the compiler does
-   not build an exit block per row */
-#define BAIL(at) goto bail_out
+   not build an exit block per row.  The call of a cold function marks every path to it
+   unlikely: gcc's guesses otherwise halve a block's odds at each check, and then take the
+   rows after a few dozen checks for cold code, where it inlines no helper (d_div, sqrt's
+   rvm_fn1_value stayed calls) and lays the code out for size */
+static void __attribute__((cold, noinline)) rvm_bail_path(void) { __asm__ volatile(""); }
+#define BAIL(at) do { rvm_bail_path(); goto bail_out; } while (0)
 #define POLL(at) do { if (n >= st->budget) { st->budget = n + ((i64)1 << 24); \
     if (st->poll(st)) { st->pc = (at); *np = n; return %(STOPPED)d; } } } while (0)
 /* some cell of p[0..n) is not zero (the frame check at return), 8 words at a time */
@@ -570,6 +577,27 @@ class _Fn:
             return f"((double){ref.val})"
         return f"ldexp((double){ref.val}, -{self.F})"
 
+    def partials_inline(self, op, c, x0: str = "dx0", x1: str = "dx1", dd: str = "dd",
+                        np: str = "np") -> str:
+        """rvm_partials(pf, x0, x1, &dd[0], &dd[1]) of this row written out (`const int np =
+        ...;` and dd), from the same expressions _deriv.h is generated from
+        (isa/derivatives.py, isa/expr.py): the same C, so the same numbers, with the row's
+        function written in, so that nothing rests on gcc inlining the switch over pf."""
+        rule = RULES[op.name]
+        assert rule is not None
+        fn: int | None = c[4] if rule.fn == "fn2" else c[3] if rule.fn == "fn1" else None
+        f = (FN2 if rule.fn == "fn2" else FN1)[fn] if fn is not None else None
+        if f is not None and not f.differentiable:
+            return f"const int {np} = 0;"
+        args, exprs = partials(op, fn)
+        bind = f"rvm_dual x = {x0};" if args == ("x",) else \
+            f"rvm_dual a = {x0}, b = {x1}; (void)b;"
+        if args not in (("x",), ("a",), ("a", "b")):
+            raise Unsupported(f"`{op.name}`: partials over {args}")
+        return (f"const int {np} = {len(args)}; {{ {bind} " +
+                " ".join(f"{dd}[{k}] = {to_c_dual(e, args)};" for k, e in enumerate(exprs)) +
+                " }")
+
     def rule(self, op, c, P, pc: int) -> list[str]:
         """The adjoint rule of the executed row: a call of its kind's function in
         rvm/_adrules.h, which the interpreter's ad_rule/ad_inline/ad_rot call too (here with
@@ -599,7 +627,7 @@ class _Fn:
                 ib = 2
             out = [f"{{ rvm_dual dx0, dx1, dd[2]; dx0.v = {self.real(P[1], sty)}; dx0.t = 0.0; "
                    f"dx1.v = {self.real(P[ib], sty)}; dx1.t = 0.0; "
-                   f"int np = rvm_partials({pf}, dx0, dx1, &dd[0], &dd[1]); "
+                   f"{self.partials_inline(op, c)} "
                    f"rvm_ad_update({s}.0, np, dd, 0, 1, 0, 0, 0, &{D[0]}, &{D[1]}, &{D[ib]}, "
                    "0, 0, 0); }"]
             return out

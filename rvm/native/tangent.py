@@ -17,9 +17,7 @@ codegen.py.
 """
 from __future__ import annotations
 
-from isa.derivatives import PF_FN1, PF_FN2, PF_MUL, PF_NONE, PF_ONE, RULES, partials, pf_id
-from isa.expr import to_c_dual
-from isa.functions import FN1, FN2
+from isa.derivatives import PF_FN1, PF_FN2, PF_MUL, PF_NONE, PF_ONE, RULES, pf_id
 from isa.types import FLOAT, INT
 
 from .codegen import ABI_FN, PRELUDE, Unsupported, _Fn, entries, functions
@@ -84,7 +82,7 @@ class _TanFn(_Fn):
                 if adj else ["0"] * 6
             out = [f"{{ rvm_dual dx0, dx1, dd[2]; dx0.v = {self.real(P[1], sty)}; "
                    f"dx0.t = {T[1]}; dx1.v = {self.real(P[ib], sty)}; dx1.t = {T[ib]}; "
-                   f"int np = rvm_partials({pf}, dx0, dx1, &dd[0], &dd[1]); "
+                   f"{self.partials_inline(op, c)} "
                    f"rvm_ad_update({s}.0, np, dd, 1, {int(adj)}, &{T[0]}, &{T[1]}, &{T[ib]}, "
                    f"{', '.join(ad)}); }}"]
             return [" ".join(out)]
@@ -165,24 +163,6 @@ class _LaneFn(_TanFn):
     def row(self, pc: int) -> None:
         _Fn.row(self, pc)                      # no released-tangent count at the return
 
-    def partials_inline(self, op, c) -> str:
-        """rvm_partials(pf, dx0, dx1, &dd[0], &dd[1]) of this row written out (`int np = ...;`
-        and dd), from the same expressions _deriv.h is generated from (isa/derivatives.py,
-        isa/expr.py): the same C, so the same numbers, and in a lane loop nothing the
-        compiler cannot see through."""
-        rule = RULES[op.name]
-        assert rule is not None
-        fn: int | None = c[4] if rule.fn == "fn2" else c[3] if rule.fn == "fn1" else None
-        f = (FN2 if rule.fn == "fn2" else FN1)[fn] if fn is not None else None
-        if f is not None and not f.differentiable:
-            return "const int np = 0;"
-        args, exprs = partials(op, fn)
-        bind = "rvm_dual x = dx0;" if args == ("x",) else "rvm_dual a = dx0, b = dx1; (void)b;"
-        if args not in (("x",), ("a",), ("a", "b")):
-            raise Unsupported(f"`{op.name}`: partials over {args}")
-        return (f"const int np = {len(args)}; {{ {bind} " +
-                " ".join(f"dd[{k}] = {to_c_dual(e, args)};" for k, e in enumerate(exprs)) + " }")
-
     def rule(self, op, c, P, pc: int) -> list[str]:
         """The scalar modes' rules (_TanFn.rule) over the W lanes: each lane calls the same
         functions of rvm/_adrules.h on its own tangents, in a loop the compiler vectorizes
@@ -223,7 +203,7 @@ class _LaneFn(_TanFn):
             if adj:
                 # the adjoint once: the partials' values do not depend on the tangents
                 out.append(f"rvm_dual z0, z1, pd[2]; z0.v = v0; z0.t = 0.0; z1.v = v1; "
-                           f"z1.t = 0.0; int npd = rvm_partials({pf}, z0, z1, &pd[0], &pd[1]); "
+                           f"z1.t = 0.0; {self.partials_inline(op, c, 'z0', 'z1', 'pd', 'npd')} "
                            f"double ab = {A[0]}; const double* ey = {E[0]};")
                 for k, i in enumerate(src):
                     out.append(f"if (npd > {k} && ab != 0.0) {A[i]} -= {s}.0 * pd[{k}].v * ab;")
