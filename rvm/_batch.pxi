@@ -149,6 +149,7 @@ cdef class FlatCall:
     cdef i64 of_addr, n, nd, F
     cdef bint of_float
     cdef cnp.ndarray addrs, words_in, wrt_addrs, g, words, exact
+    cdef cnp.ndarray eye, rows            # the Hessian's seeds and rows (made on first use)
 
     def __init__(self, Core core, i64 of_addr, bint of_float, cnp.ndarray def_addrs,
                  cnp.ndarray def_words, cnp.ndarray wrt_addrs, cnp.ndarray words,
@@ -167,44 +168,154 @@ cdef class FlatCall:
     def __call__(self, x, out=None):
         return self.call(x, out)
 
-    cdef object call(self, object x, object out):
+    cdef int _load_x(self, object x, str what) except -1:
+        """x (a vector of the n wrt cells' values) into the start state's words."""
         cdef cnp.ndarray xa
-        cdef cnp.ndarray oa
-        cdef i64 k, nw, w
-        cdef i64* ws
-        cdef i64* ex
         if type(x) is cnp.ndarray and cnp.PyArray_TYPE(<cnp.ndarray>x) == cnp.NPY_DOUBLE and \
                 (<cnp.ndarray>x).ndim == 1 and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>x):
             xa = <cnp.ndarray>x
         else:
             xa = np.ascontiguousarray(x, dtype=np.float64)
             if xa.ndim != 1:
-                raise ValueError(f"flat: x must be a vector of {self.n} values, got "
+                raise ValueError(f"{what}: x must be a vector of {self.n} values, got "
                                  f"{xa.ndim} dimensions")
         if xa.shape[0] != self.n:
-            raise ValueError(f"flat: x must have {self.n} values (the wrt cells), got "
+            raise ValueError(f"{what}: x must have {self.n} values (the wrt cells), got "
                              f"{xa.shape[0]}")
         memcpy(_ptr(self.words_in) + self.nd, cnp.PyArray_DATA(xa), self.n * sizeof(double))
-        if self.core._gradient(self.of_addr, _NO_INPUTS, _NO_INPUTS, self.addrs, self.words_in,
-                               self.wrt_addrs, self.g, self.words, NULL, NULL, 0) != 0:
-            return None
+        return 0
+
+    cdef bint _retraced(self):
+        """After a pass: the way back retraced the run (step count 0, every cell that never
+        rounds restored); else the general path runs and raises PathDivergence."""
+        cdef i64* ws = _ptr(self.words)
+        cdef i64* ex = _ptr(self.exact)
+        cdef i64 nw = self.words.shape[1], k
         if self.core.vm.t != 0:
-            return None
-        ws = _ptr(self.words)
-        ex = _ptr(self.exact)
-        nw = self.words.shape[1]
+            return False
         for k in range(self.exact.shape[0]):
             if ws[ex[k]] != ws[2 * nw + ex[k]]:
-                return None
-        cdef cnp.npy_intp dn = self.n
+                return False
+        return True
+
+    cdef double _loss(self):
+        cdef i64 w = _ptr(self.words)[self.words.shape[1] + self.of_addr]
+        return rvm_w2f(w) if self.of_float else ldexp(<double>w, -self.F)
+
+    cdef cnp.ndarray _vec_out(self, object out, str what, i64 n):
+        cdef cnp.npy_intp dn = n
+        cdef cnp.ndarray oa
         if out is None:
-            oa = cnp.PyArray_EMPTY(1, &dn, cnp.NPY_DOUBLE, 0)
-        else:
+            return cnp.PyArray_EMPTY(1, &dn, cnp.NPY_DOUBLE, 0)
+        if not (type(out) is cnp.ndarray and cnp.PyArray_TYPE(<cnp.ndarray>out) ==
+                cnp.NPY_DOUBLE and (<cnp.ndarray>out).ndim == 1 and
+                (<cnp.ndarray>out).shape[0] == n and
+                cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>out)):
+            raise ValueError(f"{what}: out must be a contiguous float64 vector of {n}")
+        return <cnp.ndarray>out
+
+    def hvp(self, x, v, out=None):
+        """(loss, H v) at x: one pass with v as the tangent of the wrt cells (v and H v in
+        the wrt cells' order, H v into `out` if given); None for the general path (no
+        native tangent modes on the core, a trap, a path that did not retrace, a
+        non-finite value)."""
+        cdef cnp.ndarray va, oa
+        if self.core.nat_fwd_t == NULL:
+            return None
+        self._load_x(x, "hvp_flat")
+        va = np.ascontiguousarray(v, dtype=np.float64)
+        if va.ndim != 1 or va.shape[0] != self.n:
+            raise ValueError(f"hvp_flat: v must be a vector of {self.n} values (the wrt "
+                             f"cells), got shape {np.shape(v)}")
+        oa = self._vec_out(out, "hvp_flat", self.n)
+        if self.core._tangent_rows(self.of_addr, _NO_INPUTS, _NO_INPUTS, self.addrs,
+                                   self.words_in, self.wrt_addrs, self.g, self.words,
+                                   <double*>cnp.PyArray_DATA(va),
+                                   <double*>cnp.PyArray_DATA(oa), 1) != 0 or \
+                not self._retraced():
+            return None
+        return self._loss(), oa
+
+    def hessian(self, x, out=None):
+        """(loss, H) at x, H (n, n) over the wrt cells in their order (into `out`, a
+        C-contiguous float64 (n, n) array, if given): the passes of rvm.hessian (the identity's
+        rows as tangents, the lane modes many at once) in one core call; None for the
+        general path, as hvp."""
+        cdef cnp.npy_intp dims[2]
+        cdef cnp.ndarray oa
+        cdef double* src
+        cdef double* dst
+        cdef i64 i, j, n = self.n
+        if self.core.nat_fwd_t == NULL:
+            return None
+        self._load_x(x, "hessian_flat")
+        if out is None:
+            dims[0] = dims[1] = n
+            oa = PyArray_EMPTY(2, dims, cnp.NPY_DOUBLE, 0)
+        elif type(out) is cnp.ndarray and cnp.PyArray_TYPE(<cnp.ndarray>out) == \
+                cnp.NPY_DOUBLE and (<cnp.ndarray>out).ndim == 2 and \
+                (<cnp.ndarray>out).shape[0] == n and (<cnp.ndarray>out).shape[1] == n and \
+                cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>out):
             oa = <cnp.ndarray>out
-            if not (type(out) is cnp.ndarray and cnp.PyArray_TYPE(oa) == cnp.NPY_DOUBLE and
-                    oa.ndim == 1 and oa.shape[0] == self.n and
-                    cnp.PyArray_IS_C_CONTIGUOUS(oa)):
-                raise ValueError(f"flat: out must be a contiguous float64 vector of {self.n}")
+        else:
+            raise ValueError(f"hessian_flat: out must be a C-contiguous float64 array of "
+                             f"shape ({n}, {n})")
+        if self.eye is None:
+            self.eye = np.eye(n)
+            self.rows = np.zeros((n, n))
+        if self.core._tangent_rows(self.of_addr, _NO_INPUTS, _NO_INPUTS, self.addrs,
+                                   self.words_in, self.wrt_addrs, self.g, self.words,
+                                   <double*>cnp.PyArray_DATA(self.eye),
+                                   <double*>cnp.PyArray_DATA(self.rows), n) != 0 or \
+                not self._retraced():
+            return None
+        src = <double*>cnp.PyArray_DATA(self.rows)
+        dst = <double*>cnp.PyArray_DATA(oa)
+        for i in range(n):                  # the transpose of the rows, as rvm.hessian
+            for j in range(n):
+                dst[i * n + j] = src[j * n + i]
+        return self._loss(), oa
+
+    def jvp(self, x, v):
+        """(loss, the loss's tangent) at x for the tangent v of the wrt cells: one native
+        forward run with tangents, as rvm.jvp; None for the general path (no native tangent
+        modes, a trap, a tangent released nonzero, a non-finite tangent)."""
+        cdef Core core = self.core
+        cdef VM* vm = &core.vm
+        cdef cnp.ndarray va
+        cdef i64 i
+        cdef i64* wa
+        cdef double* vd
+        cdef double t
+        if core.nat_fwd_t == NULL or core._duals is None or vm.brk != NULL or \
+                vm.n_watch != 0:
+            return None
+        self._load_x(x, "jvp_flat")
+        va = np.ascontiguousarray(v, dtype=np.float64)
+        if va.ndim != 1 or va.shape[0] != self.n:
+            raise ValueError(f"jvp_flat: v must be a vector of {self.n} values (the wrt "
+                             f"cells), got shape {np.shape(v)}")
+        vm.ad = _AD_TAN
+        core._reset(False)                  # (the duals too)
+        _scatter(vm.mem, _ptr(self.addrs), _ptr(self.words_in), self.addrs.shape[0])
+        wa, vd = _ptr(self.wrt_addrs), <double*>cnp.PyArray_DATA(va)
+        for i in range(self.n):
+            vm.tan[wa[i]] = vd[i]
+        if core.tangent_run() != 0 or vm.ev_release != 0:
+            return None
+        t = vm.tan[self.of_addr]
+        if not isfinite(t):
+            return None
+        i = vm.mem[self.of_addr]
+        return (rvm_w2f(i) if self.of_float else ldexp(<double>i, -self.F)), t
+
+    cdef object call(self, object x, object out):
+        cdef cnp.ndarray oa
+        self._load_x(x, "flat")
+        if self.core._gradient(self.of_addr, _NO_INPUTS, _NO_INPUTS, self.addrs, self.words_in,
+                               self.wrt_addrs, self.g, self.words, NULL, NULL, 0) != 0 or \
+                not self._retraced():
+            return None
+        oa = self._vec_out(out, "flat", self.n)
         memcpy(cnp.PyArray_DATA(oa), cnp.PyArray_DATA(self.g), self.n * sizeof(double))
-        w = ws[nw + self.of_addr]
-        return (rvm_w2f(w) if self.of_float else ldexp(<double>w, -self.F)), oa
+        return self._loss(), oa

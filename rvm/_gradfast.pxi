@@ -87,6 +87,39 @@ cdef class GradFnBase:
                 return r
         return self._flat_general(x, out)
 
+    cdef object _flat_tangent(self, int kind, object x, object v, object out):
+        """hvp_flat (0), hessian_flat (1), jvp_flat (2): the FlatCall's pass in C once the
+        core has native tangent modes, else self._flat_tangent_general in Python (the first
+        calls, the automatic build of the tangent modes, what the C pass hands back)."""
+        cdef object r = None
+        cdef unsigned long me = PyThread_get_thread_ident()
+        if me != self.owner:
+            if self.owner != 0:
+                return self._lane_flat_tangent(kind, x, v, out)
+            self.owner = me
+        if self.flat_call is not None:
+            if kind == 0:
+                r = (<FlatCall>self.flat_call).hvp(x, v, out)
+            elif kind == 1:
+                r = (<FlatCall>self.flat_call).hessian(x, out)
+            else:
+                r = (<FlatCall>self.flat_call).jvp(x, v)
+            if r is not None:
+                return r
+        return self._flat_tangent_general(kind, x, v, out)
+
+    def hvp_flat(self, x, v, out=None):
+        """(loss, H v) at x (GradFn.hvp_flat)."""
+        return self._flat_tangent(0, x, v, out)
+
+    def hessian_flat(self, x, out=None):
+        """(loss, H) at x (GradFn.hessian_flat)."""
+        return self._flat_tangent(1, x, None, out)
+
+    def jvp_flat(self, x, v):
+        """(loss, the loss's tangent along v) at x (GradFn.jvp_flat)."""
+        return self._flat_tangent(2, x, v, None)
+
     def __call__(self, inputs=None):
         cdef object g
         cdef unsigned long me = PyThread_get_thread_ident()

@@ -68,3 +68,51 @@ def test_threads_sharing_a_flat_call_get_their_own_lanes():
         t.join()
     for i in range(16):
         assert got[i][0] == want[i][0] and got[i][1].tobytes() == want[i][1].tobytes()
+
+
+@pytest.mark.parametrize("native", [False, True])
+def test_flat_tangent_forms_are_the_dict_calls(native):
+    """hvp_flat, hessian_flat and jvp_flat give rvm.hvp, rvm.hessian and rvm.jvp bit for bit,
+    the vectors and the Hessian's rows and columns in wrt_cells order."""
+    prog = rvm.assemble("programs/umm.rasm")
+    f = rvm.grad_fn(prog, of="loss", wrt="x,theta", native=native)
+    ref = rvm.assemble("programs/umm.rasm")          # the dict calls on a Program of their own
+    rng = np.random.default_rng(7)
+    for _ in range(6):
+        x, v = rng.standard_normal(10), rng.standard_normal(10)
+        d = {"x": x[:4].copy(), "theta": x[4:].copy()}
+        vd = {"x": v[:4].copy(), "theta": v[4:].copy()}
+        loss, hv = f.hvp_flat(x, v)
+        want = rvm.hvp(ref, of="loss", wrt=["x", "theta"], v=vd, inputs=d)
+        assert hv.tobytes() == np.concatenate([want["x"], want["theta"]]).tobytes()
+        loss2, h = f.hessian_flat(x)
+        want_h = rvm.hessian(ref, of="loss", wrt=["x", "theta"], inputs=d)
+        assert h.shape == (10, 10) and h.tobytes() == want_h.tobytes()
+        loss3, t = f.jvp_flat(x, v)
+        assert t == rvm.jvp(ref, d, vd)["loss"] and isinstance(t, float)
+        assert loss == loss2 == loss3 == f.flat(x)[0] == rvm.run(ref, d).outputs["loss"]
+    assert f.runner.core.native_tangent is bool(native)
+    out, hout = np.empty(10), np.empty((10, 10))
+    assert f.hvp_flat(x, v, out)[1] is out and out.tobytes() == hv.tobytes()
+    assert f.hessian_flat(x, hout)[1] is hout and hout.tobytes() == h.tobytes()
+    with pytest.raises(ValueError, match="10 values"):
+        f.hvp_flat(x, v[:3])
+    with pytest.raises(ValueError, match="10 values"):
+        f.jvp_flat(x[:9], v)
+    with pytest.raises(ValueError, match=r"shape \(10, 10\)"):
+        f.hessian_flat(x, np.empty((10, 9)))
+
+
+def test_flat_tangent_forms_on_another_thread():
+    prog = rvm.assemble("programs/besselj_rec.rasm")
+    f = rvm.grad_fn(prog, of="out", wrt="z", native=True)
+    want = f.hessian_flat([3.0])[1]
+    got: list = []
+    t = threading.Thread(target=lambda: got.append(f.hessian_flat(np.array([3.0]))[1]))
+    t.start()
+    t.join()
+    assert got[0].tobytes() == want.tobytes()
+    assert want[0, 0] == rvm.hessian(prog, of="out", wrt=["z"], inputs={"z": 3.0})[0, 0]
+    # J_2''(3) against a finite difference of the gradient
+    g = [f.flat([3.0 + s])[1][0] for s in (1e-5, -1e-5)]
+    assert want[0, 0] == pytest.approx((g[0] - g[1]) / 2e-5, rel=1e-6)

@@ -921,26 +921,89 @@ class GradFn(_core.GradFnBase):
     # len(wrt_cells) values) goes into the wrt cells, every other input at its default; the
     # gradient comes back as a vector in the same order (into `out` if given).  Calls that
     # the fast path cannot take come here.
-    def _flat_general(self, x: Any, out: np.ndarray | None = None) -> tuple[float, np.ndarray]:
+    def _flat_dict(self, x: Any, what: str, name: str = "x") -> dict[str, Any]:
+        """A vector over the wrt cells (flat's order) as the dict call's {wrt name: value}."""
         xa = np.ascontiguousarray(x, dtype=np.float64)
         n = self.runner.n
         if xa.shape != (n,):
-            raise ValueError(f"flat: x must be a vector of {n} values (the wrt cells "
+            raise ValueError(f"{what}: {name} must be a vector of {n} values (the wrt cells "
                              f"{', '.join(self.wrt_cells)}), got shape {xa.shape}")
-        inputs: dict[str, Any] = {}
+        res: dict[str, Any] = {}
         at = 0
         for c in self.runner.wrt:
             if "[" in c.name:
-                raise ValueError(f"flat: wrt {c.name!r} names an element; flat takes whole "
+                raise ValueError(f"{what}: wrt {c.name!r} names an element; flat takes whole "
                                  "globals (name the array)")
-            inputs[c.name] = float(xa[at]) if not c.shape else xa[at:at + c.size].copy()
+            res[c.name] = float(xa[at]) if not c.shape else xa[at:at + c.size].copy()
             at += c.size
+        return res
+
+    def _flat_general(self, x: Any, out: np.ndarray | None = None) -> tuple[float, np.ndarray]:
+        inputs = self._flat_dict(x, "flat")
+        n = self.runner.n
         g = self(inputs)
         res = out if out is not None else np.empty(n)
         res[:] = np.concatenate([np.atleast_1d(g[c.name]).ravel() for c in self.runner.wrt]) \
             if n else res
         last = self.last
         return float(last.value if last is not None and last.value is not None else np.nan), res
+
+    # hvp_flat(x, v, out=None) -> (loss, H v), hessian_flat(x, out=None) -> (loss, H) and
+    # jvp_flat(x, v) -> (loss, tangent of the loss) are GradFnBase's (C): x, v, H v and H's
+    # rows and columns in the order of wrt_cells, every other input at its default; the
+    # passes of rvm.hvp, rvm.hessian and rvm.jvp on this GradFn's machine, in one C call once
+    # its tangent modes are native code.  Calls the C pass does not take come here.
+    _TANGENT_KINDS = ("hvp_flat", "hessian_flat", "jvp_flat")
+
+    def _flat_tangent_general(self, kind: int, x: Any, v: Any,
+                              out: np.ndarray | None) -> tuple[float, Any]:
+        what = self._TANGENT_KINDS[kind]
+        inputs = self._flat_dict(x, what)
+        vd = self._flat_dict(v, what, "v") if kind != 1 else None
+        n = self.runner.n
+        if kind == 1 and out is not None and (not isinstance(out, np.ndarray) or
+                                              out.shape != (n, n) or out.dtype != np.float64):
+            raise ValueError(f"hessian_flat: out must be a C-contiguous float64 array of "
+                             f"shape ({n}, {n})")
+        if kind == 0 and out is not None and (not isinstance(out, np.ndarray) or
+                                              out.shape != (n,) or out.dtype != np.float64):
+            raise ValueError(f"hvp_flat: out must be a contiguous float64 vector of {n}")
+        if self._first:
+            self(inputs)                    # the first call: the ancilla and path checks
+        choice = False if self._native.startswith("off") else self._choice
+        if native_tangent.prepare(self.runner.core, self.program, choice) == "native" and \
+                self.flat_call is not None:
+            fc = self.flat_call
+            r = fc.hvp(x, v, out) if kind == 0 else fc.hessian(x, out) if kind == 1 else \
+                fc.jvp(x, v)
+            if r is not None:
+                return r
+        d = derivatives(self.program, self.of, self.wrt, inputs, gradient=False,
+                        hessian=kind == 1, direction=vd if kind == 0 else None,
+                        tangents=vd if kind == 2 else None, native=choice, _runner=self.runner)
+        loss = float(d.value if d.value is not None else np.nan)
+        if kind == 2:
+            return loss, float(self.runner.core.tangent[self.runner.of.addr])
+        if kind == 1:
+            if out is None:
+                return loss, d.hessian
+            out[...] = d.hessian
+            return loss, out
+        res = out if out is not None else np.empty(n)
+        res[:] = np.concatenate([np.atleast_1d(d.hvp[c.name]).ravel() for c in self.runner.wrt])
+        return loss, res
+
+    def _lane_flat_tangent(self, kind: int, x: Any, v: Any, out: np.ndarray | None) -> Any:
+        """A flat tangent call from a thread other than the owner: on its own GradFn."""
+        lane = getattr(self._lanes, "fn", None)
+        if lane is None:
+            if not any(t.ident == self.owner for t in threading.enumerate()):
+                self.owner = threading.get_ident()
+                lane = self
+            else:
+                lane = self._lanes.fn = self._new_lane()
+        return lane.hvp_flat(x, v, out) if kind == 0 else lane.hessian_flat(x, out) \
+            if kind == 1 else lane.jvp_flat(x, v)
 
     def _lane_flat(self, x: Any, out: np.ndarray | None) -> tuple[float, np.ndarray]:
         """A flat call from a thread other than the owner: on that thread's own GradFn."""
