@@ -512,6 +512,7 @@ cdef class OneShotEntry:
 
 
 cdef object _gen_run = None, _gen_hessian = None, _gen_hvp = None, _gen_jvp = None
+cdef object _gen_grad = None
 
 
 cdef extern from "Python.h":
@@ -582,12 +583,33 @@ def oneshot_jvp(program, inputs, tangents, **options):
     return _gen_jvp(program, inputs, tangents, **options)
 
 
+def oneshot_grad(program, of, wrt, inputs=None, **options):
+    cdef OneShotEntry e
+    cdef object f, names
+    # rvm.grad(..., check_ancillas=False) repeated: the Program's shared grad_fn of (of, wrt)
+    # (a GradFn: its call is C too), found by its key without the general path's Python
+    if len(options) == 1 and options.get("check_ancillas") is False:
+        e = _entry_of(program)
+        if e is not None and type(e.grad_fns) is dict:
+            if type(wrt) is list or type(wrt) is tuple:
+                names = tuple(wrt)
+            elif type(wrt) is str and "," not in <str>wrt:
+                names = (wrt,)
+            else:
+                names = None
+            if names is not None:
+                f = (<dict>e.grad_fns).get((of, names, ()))
+                if f is not None:
+                    return f(inputs)
+    return _gen_grad(program, of, wrt, inputs, **options)
+
+
 def oneshot_public(str name, general):
-    """The public call `name` ("run", "hessian", "hvp" or "jvp") as its C function above:
+    """The public call `name` ("run", "hessian", "hvp", "jvp" or "grad") as its C function:
     the repeated call one C call into the Program's bound C call, anything else (the first
     calls, options, another thread, a trap) `general(...)`, the Python implementation, whose
     name, docstring and signature (inspect follows __wrapped__) the function takes."""
-    global _gen_run, _gen_hessian, _gen_hvp, _gen_jvp
+    global _gen_run, _gen_hessian, _gen_hvp, _gen_jvp, _gen_grad
     import functools
     if name == "run":
         f, _gen_run = oneshot_run, general
@@ -597,6 +619,8 @@ def oneshot_public(str name, general):
         f, _gen_hvp = oneshot_hvp, general
     elif name == "jvp":
         f, _gen_jvp = oneshot_jvp, general
+    elif name == "grad":
+        f, _gen_grad = oneshot_grad, general
     else:
         raise ValueError(f"no one-shot call {name!r}")
     functools.update_wrapper(f, general)

@@ -240,7 +240,8 @@ def test_the_public_calls_are_c_functions_with_the_python_signatures():
 
     from rvm.ad import engine
     for f, general in ((rvm.run, rvm.api._run), (rvm.hessian, engine._hessian),
-                       (rvm.hvp, engine._hvp), (rvm.jvp, engine._jvp)):
+                       (rvm.hvp, engine._hvp), (rvm.jvp, engine._jvp),
+                       (rvm.grad, engine._grad)):
         assert type(f).__name__ == "cython_function_or_method" and f is not general
         assert f.__name__ == general.__name__.lstrip("_") and f.__doc__ == general.__doc__
         assert inspect.signature(f) == inspect.signature(general)
@@ -258,3 +259,18 @@ def test_the_public_calls_are_c_functions_with_the_python_signatures():
     same(rvm.run("programs/besselj_rec.rasm", {"z": 2.5}), fresh(prog, {"z": 2.5}))
     with pytest.raises(TypeError, match="positional"):
         rvm.run(prog, {"z": 2.5}, True)
+
+
+def test_repeated_grads_without_the_ancilla_check_reach_the_shared_grad_fn():
+    prog = rvm.assemble("programs/besselj_rec.rasm")
+    ref = rvm.grad_fn(rvm.assemble("programs/besselj_rec.rasm"), of="out", wrt="z",
+                      native=False)
+    for wrt in ("z", ["z"], ("z",), " z"):
+        for z in (3.0, 1.25):
+            got = rvm.grad(prog, "out", wrt, {"z": z}, check_ancillas=False)
+            assert list(got) == ["z"] and got["z"].tobytes() == ref({"z": z})["z"].tobytes()
+    f = oneshot.entry(prog).grad_fns[("out", ("z",), ())]
+    g = rvm.grad(prog, "out", ["z"], {"z": 2.0}, check_ancillas=False)
+    assert f.fast_grad is g                 # the shared grad_fn's fast path made it
+    with pytest.raises(rvm.ad.engine.NotDifferentiable):
+        rvm.grad(prog, "out", ["nope"], {"z": 2.0}, check_ancillas=False)

@@ -608,14 +608,15 @@ def _split(flat: np.ndarray, cells: list[Cell]) -> dict[str, Any]:
 
 # ---- the short forms ---------------------------------------------------------------------------
 
-def grad(program: Program | str | os.PathLike, of: str, wrt: str | Sequence[str],
-         inputs: Mapping[str, Any] | None = None, **options: Any) -> dict[str, Any]:
+def _grad(program: Program | str | os.PathLike, of: str, wrt: str | Sequence[str],
+          inputs: Mapping[str, Any] | None = None, **options: Any) -> dict[str, Any]:
     """d of / d wrt at `inputs`: {wrt name: np.float64 or array}.  See `derivatives`.
 
     With check_ancillas=False, repeated calls on the same Program object go through one
     shared `grad_fn` per (of, wrt, options) (rvm/oneshot.py), so that they take its fast
-    path and, after a few calls, native code; by default every call checks the ancillas
-    (a forward run with tangents) on the Program's reused machine."""
+    path and, after a few calls, native code (with no other option, the call reaches it
+    from a C function, rvm/_runcall.pxi, with no Python frame); by default every call checks
+    the ancillas (a forward run with tangents) on the Program's reused machine."""
     if options.get("check_ancillas") is False and "machine" not in options and \
             "_runner" not in options:
         f = _shared_grad_fn(_as_program(program), of, tuple(_wrt_list(wrt)),
@@ -778,8 +779,9 @@ def _bind_hvp(program: Program, of: str, wrt: str | Sequence[str]) -> None:
 
 
 if TYPE_CHECKING:
-    jvp, hessian, hvp = _jvp, _hessian, _hvp
+    jvp, hessian, hvp, grad = _jvp, _hessian, _hvp, _grad
 else:   # the C functions (rvm/_runcall.pxi) whose general paths are these
+    grad = _core.oneshot_public("grad", _grad)
     jvp = _core.oneshot_public("jvp", _jvp)
     hessian = _core.oneshot_public("hessian", _hessian)
     hvp = _core.oneshot_public("hvp", _hvp)
