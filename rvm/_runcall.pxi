@@ -5,6 +5,7 @@
 
 cimport cython
 from libc.stdlib cimport malloc, free
+from cpython.ref cimport Py_REFCNT
 from cpython.object cimport PyObject, PyObject_RichCompareBool, Py_EQ, PyTypeObject
 
 cdef extern from "numpy/arrayobject.h":
@@ -104,6 +105,11 @@ cdef class RunResultBase:
 
     cdef int _hold(self, i64 ng) except -1:
         """Room for 2 x ng words."""
+        if self._w != NULL and self._ng == ng:
+            return 0                        # a reused Result (RunCall.spare)
+        if self._w != NULL and self._w != &self._inline[0]:
+            free(self._w)
+            self._w = NULL
         if 2 * ng <= _INLINE_WORDS:
             self._w = &self._inline[0]
         else:
@@ -194,6 +200,7 @@ cdef class RunCall:
     cdef public list in_plan, out_plan       # (name, kind 0 int / 1 float / 2 read, addr)
     cdef object reader                 # reader(words, name): a global's value (Machine's read)
     cdef object names                  # names(words, at_end): the garbage globals' names
+    cdef RunResultBase spare           # the last Result made, reused once nobody else holds it
 
     def __init__(self, Core core, OneShotSlot slot, type cls, machine, dict cells,
                  cnp.ndarray def_addrs,
@@ -241,7 +248,17 @@ cdef class RunCall:
                      self.def_addrs.shape[0])
         if _store_inputs(vm, <dict>values, self.cells) != 0:
             return None
-        r = <RunResultBase>(<PyTypeObject*>self.cls).tp_new(self.cls, <PyObject*>_NO_ARGS, NULL)
+        r = self.spare
+        if r is not None and Py_REFCNT(r) == 2:
+            # the caller dropped the last Result (only self.spare and r hold it): reuse it
+            # (a loop of runs then allocates nothing); a Result still held is never touched
+            r._machine = r._lease_t = r._inputs = r._outputs = r._stats = r._garbage = None
+            r._end_words = None
+            r._dirty = False
+        else:
+            r = <RunResultBase>(<PyTypeObject*>self.cls).tp_new(self.cls, <PyObject*>_NO_ARGS,
+                                                                 NULL)
+            self.spare = r
         r._hold(ng)
         memcpy(r._w, vm.mem, ng * sizeof(i64))              # the start's words
         slot.gen += 1

@@ -274,3 +274,23 @@ def test_repeated_grads_without_the_ancilla_check_reach_the_shared_grad_fn():
     assert f.fast_grad is g                 # the shared grad_fn's fast path made it
     with pytest.raises(rvm.ad.engine.NotDifferentiable):
         rvm.grad(prog, "out", ["nope"], {"z": 2.0}, check_ancillas=False)
+
+
+def test_a_dropped_result_is_reused_and_a_held_one_never_changes():
+    for src in ("programs/besselj_rec.rasm", MIXED):          # words inline, words malloc'd
+        prog = rvm.assemble(src)
+        name = "z" if "besselj" in src else "x"
+        compiled(prog)
+        held = [rvm.run(prog, {name: float(k)}) for k in range(3)]
+        for k, res in enumerate(held):
+            same(res, fresh(prog, {name: float(k)}))
+        r1 = rvm.run(prog, {name: 1.5})
+        assert r1.outputs and r1.inputs[name] == 1.5 and r1.stats      # decoded and cached
+        first = id(r1)
+        del r1
+        r2 = rvm.run(prog, {name: 2.5})
+        assert id(r2) == first                     # the dropped Result, filled anew
+        same(r2, fresh(prog, {name: 2.5}))
+        assert r2.machine.inputs()[name] == 2.5
+        for k, res in enumerate(held):             # untouched by the later runs
+            same(res, fresh(prog, {name: float(k)}))
