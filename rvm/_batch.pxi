@@ -86,11 +86,12 @@ cdef int grad_row(VM* vm, i64* image, native_fn fwd, native_fn bwd, i64 of_addr,
     return 0
 
 
-cdef int run_row(VM* vm, i64* image, native_fn fwd, i64* da, i64* dw, i64 nd, i64* ra, i64* rw,
-                 i64 nr, i64* out, i64 nw) noexcept nogil:
-    """One forward run (Core.native_run's) from the start state of grad_row; out gets the
-    first nw words (the globals) at the end.  0 done, 1 the interpreter must run the row, 2 a
-    signal stopped it."""
+cdef int run_row(VM* vm, i64* image, native_fn f, i64* da, i64* dw, i64 nd, i64* ra, i64* rw,
+                 i64 nr, i64* out, i64 nw, bint back) noexcept nogil:
+    """One whole run (Core.native_run's) from the start state of grad_row, forward, or with
+    `back` from the end state (the same words: the static image, dw at da, rw at ra) backward
+    by f, the backward run's native code; out gets the first nw words (the globals) where the
+    run ends.  0 done, 1 the interpreter must run the row, 2 a signal stopped it."""
     cdef NativeState st
     cdef i64 used, fs = vm.fn_fsize[vm.main]
     cdef i64 rc
@@ -101,9 +102,9 @@ cdef int run_row(VM* vm, i64* image, native_fn fwd, i64* da, i64* dw, i64 nd, i6
     vm.sp = vm.ptop = vm.depth = vm.t = 0
     vm.came = vm.trace_ack = vm.trap = 0
     vm.steps = vm.peak_sp = vm.peak_frame = vm.peak_depth = 0
-    vm.status = _S_START
-    vm.D = 1
-    vm.pc = vm.fn_begin[vm.main]
+    vm.status = _S_END if back else _S_START
+    vm.D = -1 if back else 1
+    vm.pc = vm.fn_end[vm.main] if back else vm.fn_begin[vm.main]
     vm.ad = 0
     _scatter(vm.mem, da, dw, nd)
     _scatter(vm.mem, ra, rw, nr)
@@ -120,7 +121,7 @@ cdef int run_row(VM* vm, i64* image, native_fn fwd, i64* da, i64* dw, i64 nd, i6
     st.rel_pc = -1
     st.budget = 1 << 16
     st.poll = native_poll
-    rc = fwd(&st)
+    rc = f(&st)
     vm.peak_frame = max(vm.peak_frame, st.peak_ftop - vm.n_static)
     vm.peak_depth = max(vm.peak_depth, st.peak_depth)
     vm.peak_sp = max(vm.peak_sp, st.peak_sp)
@@ -130,9 +131,9 @@ cdef int run_row(VM* vm, i64* image, native_fn fwd, i64* da, i64* dw, i64 nd, i6
         return 1
     vm.sp = st.sp
     vm.steps = st.steps
-    vm.t = st.steps
-    vm.status = _S_END
-    vm.pc = vm.fn_end[vm.main]
+    vm.t = -st.steps if back else st.steps
+    vm.status = _S_START if back else _S_END
+    vm.pc = vm.fn_begin[vm.main] if back else vm.fn_end[vm.main]
     memcpy(out, vm.mem, nw * sizeof(i64))
     return 0
 

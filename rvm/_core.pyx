@@ -447,15 +447,18 @@ cdef class Core:
         return True
 
     def run_rows(self, cnp.ndarray def_addrs, cnp.ndarray def_words, cnp.ndarray row_addrs,
-                 cnp.ndarray rows, cnp.ndarray out, cnp.ndarray status) -> bool:
+                 cnp.ndarray rows, cnp.ndarray out, cnp.ndarray status,
+                 bint reverse=False) -> bool:
         """Forward runs of many rows by the native code (set_native_runs), the GIL released:
         row b starts as in grad_rows; out[b] (int64 (B, n_globals)) gets the globals' words
-        at the end, status[b] 0, or 1 when the interpreter must run that row.  False
-        (nothing run) without native code or with a breakpoint or watch set."""
+        at the end, status[b] 0, or 1 when the interpreter must run that row.  With
+        `reverse`, backward runs: the same words make the end state, and out[b] gets the
+        globals' words back at the start.  False (nothing run) without native code or with
+        a breakpoint or watch set."""
         cdef VM* vm = &self.vm
         cdef i64 B = rows.shape[0], b, nr = row_addrs.shape[0], nw = vm.const_lo
         cdef int rc = 0
-        cdef native_fn fwd = self.run_fwd
+        cdef native_fn fwd = self.run_bwd if reverse else self.run_fwd
         cdef i64* image
         cdef i64* da
         cdef i64* dw
@@ -477,7 +480,8 @@ cdef class Core:
         rp, op, sp = _ptr(rows), _ptr(out), _ptr(status)
         with nogil:
             for b in range(B):
-                rc = run_row(vm, image, fwd, da, dw, nd, ra, rp + b * nr, nr, op + b * nw, nw)
+                rc = run_row(vm, image, fwd, da, dw, nd, ra, rp + b * nr, nr, op + b * nw, nw,
+                             reverse)
                 if rc == 2:
                     break
                 sp[b] = rc

@@ -223,24 +223,28 @@ def batch_failed(errors: dict[int, Exception], B: int, results: dict[str, Any]) 
                       results=results)
 
 
-def split_batch(program: Program, inputs: Mapping[str, Any]) -> tuple[dict, dict, int]:
-    """A batch's inputs as ({name: values with the batch axis}, {name: shared value}, B): a
-    value with one more axis than the single call's value is batched."""
+def split_batch(program: Program, inputs: Mapping[str, Any],
+                outputs: bool = False) -> tuple[dict, dict, int]:
+    """A batch's inputs (with `outputs`, a backward batch's outputs) as ({name: values with
+    the batch axis}, {name: shared value}, B): a value with one more axis than the single
+    call's value is batched."""
     sizes: set[int] = set()
-    rows, shared = batch_axes(program, inputs, sizes)
-    return rows, shared, batch_size(sizes)
+    rows, shared = batch_axes(program, inputs, sizes, outputs=outputs)
+    return rows, shared, batch_size(sizes, "output" if outputs else "input")
 
 
 def batch_axes(program: Program, values: Mapping[str, Any], sizes: set[int],
-               what: str = "") -> tuple[dict, dict]:
+               what: str = "", outputs: bool = False) -> tuple[dict, dict]:
     """({name: values with the batch axis}, {name: shared value}) of input values (`what`
-    they are, for messages: inputs, tangents); the batch axes' lengths go into `sizes`."""
+    they are, for messages: inputs, tangents; with `outputs`, output values); the batch
+    axes' lengths go into `sizes`."""
     rows, shared = {}, {}
     of = f" ({what})" if what else ""
     for name, v in values.items():
         g = next((g for g in program.globals if g.name == name), None)
-        if g is None or not g.is_input:
-            raise UnknownName(f"{name!r}{of} is not an input of the program")
+        if g is None or not (g.is_output if outputs else g.is_input):
+            raise UnknownName(f"{name!r}{of} is not an {'output' if outputs else 'input'} "
+                              "of the program")
         if g.stack:
             raise ValueError(f"{name}: a named stack cannot be batched")
         arr = np.asarray(v)
@@ -273,13 +277,18 @@ def batch_row(rows: dict, shared: dict, b: int) -> dict[str, Any]:
     return d
 
 
-def batch_words(m: Machine, rows: dict, shared: dict, B: int) -> tuple:
+def batch_words(m: Machine, rows: dict, shared: dict, B: int, reverse: bool = False) -> tuple:
     """(input addresses, their start words with the shared inputs, the batched cells'
-    addresses, their words per row (B, k)), in the machine's encoding."""
+    addresses, their words per row (B, k)), in the machine's encoding; with `reverse`, the
+    end state's: every global's address and word with the shared outputs."""
     prog = m.program
-    m.reset(shared)
-    in_addrs = np.array([g.addr + k for g in prog.globals if g.is_input
-                         for k in range(g.size)], dtype=np.int64)
+    if reverse:
+        m.reset_end(shared)
+        in_addrs = np.arange(prog.n_globals, dtype=np.int64)
+    else:
+        m.reset(shared)
+        in_addrs = np.array([g.addr + k for g in prog.globals if g.is_input
+                             for k in range(g.size)], dtype=np.int64)
     def_words = m.mem[in_addrs].copy()
     row_addrs: list[int] = []
     cols: list[np.ndarray] = []
@@ -316,12 +325,15 @@ def in_threads(work: Callable[[int], None], k: int) -> None:
 
 
 def run_batch(program: Program | str | os.PathLike, inputs: Mapping[str, Any], *,
-              threads: int | None = None, **machine_options: Any) -> dict[str, np.ndarray]:
+              reverse: bool = False, threads: int | None = None,
+              **machine_options: Any) -> dict[str, np.ndarray]:
     """Forward runs of B rows in one call: each value of `inputs` with a leading batch axis
     of length B (a value shaped as the single run's is the same for every row).  Returns
     {output name: array with a leading axis B}, row b bit for bit
     `run(program, row b's inputs).outputs` (a named stack comes back as its cells, the size
-    first).
+    first).  With reverse=True, backward runs: `inputs` are the rows' outputs and the
+    result is {input name: array with a leading axis B}, row b bit for bit
+    `run(program, row b's outputs, reverse=True).inputs`.
 
     The rows run as native code (compiled on the first batch; a program with `trace` runs
     row by row, interpreted) without the GIL, in contiguous chunks over `threads` threads
@@ -332,7 +344,7 @@ def run_batch(program: Program | str | os.PathLike, inputs: Mapping[str, Any], *
     from . import native
     if not isinstance(program, Program):
         program = assemble(program)
-    rows, shared, B = split_batch(program, inputs)
+    rows, shared, B = split_batch(program, inputs, outputs=reverse)
     e = oneshot.entry(program)
     nw = program.n_globals
     words = np.zeros((B, nw), dtype=np.int64)
@@ -355,20 +367,24 @@ def run_batch(program: Program | str | os.PathLike, inputs: Mapping[str, Any], *
             for x in machines[:k]:
                 if not x.core.native_runs_on:
                     nat.install_runs(x.core)
-            in_addrs, def_words, row_addrs, rw = batch_words(m0, rows, shared, B)
+            in_addrs, def_words, row_addrs, rw = batch_words(m0, rows, shared, B, reverse)
 
             def work(i: int) -> None:
                 lo, hi = bounds[i], bounds[i + 1]
                 machines[i].core.run_rows(in_addrs, def_words, row_addrs, rw[lo:hi],
-                                          words[lo:hi], status[lo:hi])
+                                          words[lo:hi], status[lo:hi], reverse)
 
             in_threads(work, k)
         errors: dict[int, Exception] = {}
         for b in np.nonzero(status)[0].tolist():
             try:
                 m0.trace_handler = print_trace
-                m0.reset(batch_row(rows, shared, b))
-                m0.run()
+                if reverse:
+                    m0.reset_end(batch_row(rows, shared, b))
+                    m0.run(direction=-1)
+                else:
+                    m0.reset(batch_row(rows, shared, b))
+                    m0.run()
             except RVMError as err:
                 errors[b] = err
                 continue
@@ -376,7 +392,7 @@ def run_batch(program: Program | str | os.PathLike, inputs: Mapping[str, Any], *
     F = program.fraction_bits
     res = {}
     for g in program.globals:
-        if g.is_output:
+        if g.is_input if reverse else g.is_output:
             vals = decode_array(g.type, words[:, g.addr:g.addr + g.size].reshape(-1), F)
             if errors and vals.dtype.kind == "f":
                 vals.reshape(B, g.size)[sorted(errors)] = np.nan

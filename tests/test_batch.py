@@ -119,6 +119,30 @@ def test_run_batch_reports_a_trapping_row_and_keeps_the_others():
     assert e.results["y"][:2].tolist() == [8.0, 12.0] and np.isnan(e.results["y"][2])
 
 
+def test_run_batch_backward_is_the_loop_of_reverse_runs_bit_for_bit():
+    prog = rvm.assemble("programs/besselj_rec.rasm")
+    zs = np.linspace(-3.0, 5.0, 257)
+    ends = rvm.run_batch(prog, {"z": zs, "nu": 3})
+    got = rvm.run_batch(prog, ends, reverse=True, threads=2)
+    want = [rvm.run(prog, {k: v[b].item() for k, v in ends.items()}, reverse=True).inputs
+            for b in range(len(zs))]
+    assert set(got) == set(want[0]) == {"z", "nu", "nterms"}
+    for name in got:
+        assert got[name].shape == (257,)
+        assert got[name].tobytes() == np.array([w[name] for w in want]).tobytes()
+    assert got["z"].tobytes() == zs.tobytes() and set(got["nu"].tolist()) == {3}
+    # shared outputs broadcast; a row whose backward run traps is reported by its index
+    ends["nterms"] = ends["nterms"].copy()
+    ends["nterms"][5] = 0
+    with pytest.raises(rvm.BatchError) as info:
+        rvm.run_batch(prog, ends, reverse=True)
+    e = info.value
+    assert e.lane == 5 and list(e.errors) == [5] and np.isnan(e.results["z"][5])
+    assert np.delete(e.results["z"], 5).tobytes() == np.delete(zs, 5).tobytes()
+    with pytest.raises(rvm.machine.UnknownName, match="'x' is not an output"):
+        rvm.run_batch(rvm.assemble(SQRT), {"x": np.ones(3)}, reverse=True)
+
+
 def test_threads_sharing_one_grad_fn_may_batch_at_once():
     """Batches on one GradFn from several threads take turns (they share its batch
     machines): every thread gets the serial result bit for bit."""
