@@ -5,7 +5,7 @@
 
 cimport cython
 from libc.stdlib cimport malloc, free
-from cpython.ref cimport Py_REFCNT
+from cpython.ref cimport Py_REFCNT, Py_INCREF, Py_XDECREF
 from cpython.object cimport PyObject, PyObject_RichCompareBool, Py_EQ, PyTypeObject
 
 cdef extern from "numpy/arrayobject.h":
@@ -36,21 +36,54 @@ cdef class OneShotSlot:
 cdef tuple _NO_ARGS = ()
 
 
-cdef int _store_inputs(VM* vm, dict values, dict cells) except -1:
+cdef enum:
+    _KEYS = 8                   # a KeyCache remembers this many names
+
+
+cdef struct KeyCache:
+    # the cells of the names a caller passed last, by position in its dict: a call that
+    # passes the same name objects again (a dict literal's keys are the same interned
+    # strings every time) finds its cells by a pointer compare, without hashing or lookup
+    PyObject* key[_KEYS]        # strong references (keycache_clear drops them)
+    i64 addr[_KEYS]
+    i64 size[_KEYS]
+    int kind[_KEYS]
+
+
+cdef void keycache_clear(KeyCache* kc) noexcept:
+    cdef int i
+    for i in range(_KEYS):
+        Py_XDECREF(kc.key[i])
+        kc.key[i] = NULL
+
+
+cdef int _store_inputs(VM* vm, dict values, dict cells, KeyCache* kc=NULL) except -1:
     """Write `values` ({global name: value}) into memory as Machine.write would, for the
     values that need no conversion beyond a word's bits: a Python float into a float scalar,
     a Python int into an int scalar, a contiguous float64 (int64) vector of the right length
     into a float (int) array.  1 (nothing trustworthy written: the general path must run it)
-    for any other name or value."""
+    for any other name or value.  `kc` (optional) remembers the names' cells."""
     cdef i64 addr, iv, n
-    cdef int kind, overflow
+    cdef int kind, overflow, at = -1
     cdef cnp.ndarray a
+    cdef PyObject* k
     for name, v in values.items():
-        cell = cells.get(name)
-        if cell is None:
-            return 1
-        addr = (<tuple>cell)[0]
-        kind = (<tuple>cell)[1]
+        at += 1
+        k = <PyObject*>name
+        if kc != NULL and at < _KEYS and kc.key[at] == k:
+            addr, kind, n = kc.addr[at], kc.kind[at], kc.size[at]
+        else:
+            cell = cells.get(name)
+            if cell is None:
+                return 1
+            addr = (<tuple>cell)[0]
+            kind = (<tuple>cell)[1]
+            n = (<tuple>cell)[2]
+            if kc != NULL and at < _KEYS:
+                Py_XDECREF(kc.key[at])
+                Py_INCREF(name)
+                kc.key[at] = k
+                kc.addr[at], kc.kind[at], kc.size[at] = addr, kind, n
         if kind == 1:                               # float scalar
             if type(v) is not float:
                 return 1
@@ -66,7 +99,6 @@ cdef int _store_inputs(VM* vm, dict values, dict cells) except -1:
             if type(v) is not cnp.ndarray:
                 return 1
             a = <cnp.ndarray>v
-            n = (<tuple>cell)[2]
             if a.ndim != 1 or a.shape[0] != n or not cnp.PyArray_IS_C_CONTIGUOUS(a) or \
                     cnp.PyArray_TYPE(a) != (cnp.NPY_DOUBLE if kind == 2 else cnp.NPY_INT64):
                 return 1
@@ -201,6 +233,10 @@ cdef class RunCall:
     cdef object reader                 # reader(words, name): a global's value (Machine's read)
     cdef object names                  # names(words, at_end): the garbage globals' names
     cdef RunResultBase spare           # the last Result made, reused once nobody else holds it
+    cdef KeyCache keys                 # the cells of the last call's names (_store_inputs)
+
+    def __dealloc__(self):
+        keycache_clear(&self.keys)
 
     def __init__(self, Core core, OneShotSlot slot, type cls, machine, dict cells,
                  cnp.ndarray def_addrs,
@@ -246,7 +282,7 @@ cdef class RunCall:
         if not reverse:
             _scatter(vm.mem, _ptr(self.def_addrs), _ptr(self.def_words),
                      self.def_addrs.shape[0])
-        if _store_inputs(vm, <dict>values, self.cells) != 0:
+        if _store_inputs(vm, <dict>values, self.cells, &self.keys) != 0:
             return None
         r = self.spare
         if r is not None and Py_REFCNT(r) == 2:
@@ -453,6 +489,10 @@ cdef class JvpCall:
     cdef list seeds                     # (name, address, size, scalar?) of the tangents
     cdef list outs                      # (name, address, size, shape or None)
     cdef object f64
+    cdef KeyCache keys                  # the cells of the last call's input names
+
+    def __dealloc__(self):
+        keycache_clear(&self.keys)
 
     def __init__(self, Core core, OneShotSlot slot, dict cells, cnp.ndarray def_addrs,
                  cnp.ndarray def_words, list seeds, list outs):
@@ -486,7 +526,7 @@ cdef class JvpCall:
         vm.ad = _AD_TAN
         core._reset(False)                  # (the duals too)
         _scatter(vm.mem, _ptr(self.def_addrs), _ptr(self.def_words), self.def_addrs.shape[0])
-        if _store_inputs(vm, <dict>inputs, self.cells) != 0:
+        if _store_inputs(vm, <dict>inputs, self.cells, &self.keys) != 0:
             return None
         for name, addr, size, scalar in self.seeds:
             x = (<dict>tangents).get(name)

@@ -294,3 +294,18 @@ def test_a_dropped_result_is_reused_and_a_held_one_never_changes():
         assert r2.machine.inputs()[name] == 2.5
         for k, res in enumerate(held):             # untouched by the later runs
             same(res, fresh(prog, {name: float(k)}))
+
+
+def test_the_names_cells_are_remembered_by_position_and_checked_by_identity():
+    prog = rvm.assemble(MIXED)
+    m = compiled(prog)
+    runs = m.core.native_runs
+    built = "".join(["k"])                      # an equal name that is another object
+    cases = [{"x": 2.0, "k": 2}, {"k": 2, "x": 2.0}, {built: 4, "x": -1.0},
+             {"x": 0.5}, {"v": np.array([1.0, 0.0, 2.0]), "x": 3.0, "k": 1},
+             {"w": np.array([1, 2], dtype=np.int64), "v": np.array([3.0, 2.0, 1.0])}]
+    for values in cases * 2:
+        same(rvm.run(prog, values), fresh(prog, values))
+    assert m.core.native_runs == runs + 2 * len(cases)
+    with pytest.raises(rvm.machine.UnknownName):         # a name never seen: the general way
+        rvm.run(prog, {"x": 1.0, "nope": 2})
