@@ -234,7 +234,8 @@ def _promotable(program, f, rows, reach) -> tuple[set[tuple[str, int]], set[tupl
     is stale.  A global stays in memory when a parameter of f may be bound to it (`reach`,
     param_reach's ranges of f's parameters; its own frame is out of their reach).  Returns
     them and, among them, those every operand of which is a float slot (a float update's
-    cells, a float condition's): those are C doubles, with no word moves in their updates."""
+    cells, a float condition's; a local's alloc and free take any cell): those are C
+    doubles, with no word moves in their updates."""
     ops = _ops_by_code()
     direct: dict[tuple[str, int], int] = {}
     floats: dict[tuple[str, int], bool] = {}
@@ -244,6 +245,8 @@ def _promotable(program, f, rows, reach) -> tuple[set[tuple[str, int]], set[tupl
     for row in rows:
         op = ops[int(row[0])]
         cond_float = op.family in ("jmp", "join", "assert") and (int(row[1]) >> 4) & 3 == 3
+        # a local's alloc and free only check that its word is zero: any type's cell
+        neutral = op.family in ("alloc", "free")
         for i, kind in enumerate(op.operands):
             if kind not in ("y", "a"):
                 continue
@@ -260,13 +263,15 @@ def _promotable(program, f, rows, reach) -> tuple[set[tuple[str, int]], set[tupl
             elif (w & 7) in key:
                 k = (key[w & 7], w >> 3)
                 direct[k] = direct.get(k, 0) + 1
-                floats[k] = floats.get(k, True) and (op.operand_types[i] == FLOAT or cond_float)
+                if not neutral:
+                    floats[k] = floats.get(k, True) and (op.operand_types[i] == FLOAT or
+                                                         cond_float)
     ok = [k for k in direct
           if not any(lo <= k[1] < hi for lo, hi in (reach_g if k[0] == "G" else reach_l))
           and not (k[0] == "G" and any(lo <= k[1] < hi for lo, hi in reach))]
     ok.sort(key=lambda k: -direct[k])
     promoted = set(ok[:MAX_PROMOTED])
-    return promoted, {k for k in promoted if floats[k]}
+    return promoted, {k for k in promoted if floats.get(k, False)}
 
 
 class _Fn:
