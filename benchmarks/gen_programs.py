@@ -96,6 +96,8 @@ def petersen(k: int) -> str:
     name = "petersen.rasm" if k == 4 else f"petersen{k}.rasm"
     ea, eb = zip(*PETERSEN_EDGES)
     na, nb = zip(*PETERSEN_NON_EDGES)
+    coords = "\n    inc ia\n    inc ib\n".join(
+        ["    with {\n        t += x[ia] - x[ib]\n    } do {\n        d += t * t\n    }"] * k)
     return f"""\
 ; petersen: the Petersen graph embedding loss of the NiLang paper (section IV E) for 10 points
 ; in k = {k} dimensions (x[v*k + i] is coordinate i of vertex v):
@@ -124,28 +126,26 @@ global d1: float[15]                ; scratch: squared edge lengths
 global d2: float[30]                ; scratch: squared non-edge lengths
 global v1: float                    ; scratch: the two variances
 global v2: float
-global diff: float                  ; scratch: x_a[i] - x_b[i]
 global s: float                     ; scratch: sum of the lengths
 global q: float                     ; scratch: sum of the squared lengths
 global m: float                     ; scratch: mean length
 global c: float                     ; scratch: q - s m = (n - 1) var
 
-; d += |x_a - x_b|^2
+; d += |x_a - x_b|^2, one coordinate after the other (written out: k is fixed).  Each
+; difference t = x_a[i] - x_b[i] is one rounded subtraction into the zero local t, squared
+; into d and taken out by the same subtraction, so t is exactly zero again (a local, in a
+; register); no float cell carries a rounding residue from one coordinate to the next.
 func sqdist(d: float, x: float[], a: int, b: int) {{
-    local ia: int
+    local ia: int                   ; a*k + i, ib: b*k + i
     local ib: int
-    for i in 0..k {{
-        with {{
-            ia += a * k
-            ia += i
-            ib += b * k
-            ib += i
-            diff += x[ia]
-            diff -= x[ib]
-        }} do {{
-            d += diff * diff
-        }}
-    }}
+    local t: float
+    ia += a * k
+    ib += b * k
+{coords}
+    ia -= a * k
+    ib -= b * k
+    ia -= {k - 1}
+    ib -= {k - 1}
 }}
 
 ; v += sample variance of sqrt(sq[j]) over the n = len(sq) cells (nf = n as a float)
