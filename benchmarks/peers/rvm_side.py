@@ -46,10 +46,12 @@ def impl(prog: Any, inputs: dict[str, Any], of: str, wrt: list[str],
         except (rvm.native.Unsupported, rvm.native.BuildError):
             pass
 
-        def forward() -> None:              # noqa: F811 (the user's call instead)
-            rvm.run(prog, inputs)
+        # the user's call itself, with no Python function of ours around it (as the
+        # gradient's functools.partial(f, inputs) below)
+        forward = functools.partial(rvm.run, prog, inputs)     # type: ignore[assignment]
 
     grad: Callable[[], dict[str, Any]] | None = None
+    grad_loop: Callable[[int], None] | None = None
     flat: Callable[[], Any] | None = None
     f = None
     note = ""
@@ -66,6 +68,11 @@ def impl(prog: Any, inputs: dict[str, Any], of: str, wrt: list[str],
             def grad() -> dict[str, Any]:      # as a user calls it, every time
                 h = rvm.hessian(prog, of=of, wrt=wrt, inputs=inputs)
                 return {name: float(h.reshape(-1)[0])}
+
+            def grad_loop(k: int) -> None:     # timed: the user's calls in a user's loop,
+                hessian = rvm.hessian          # without grad()'s conversion to a dict
+                for _ in range(k):
+                    hessian(prog, of=of, wrt=wrt, inputs=inputs)
 
             compile_s, how = build_tangent(prog, lambda: rvm.hessian(
                 prog, of=of, wrt=wrt, inputs=inputs, native=True))
@@ -105,7 +112,7 @@ def impl(prog: Any, inputs: dict[str, Any], of: str, wrt: list[str],
         return (f"{steps:,} instr/run, {per:.2f} ns/instr + reset {reset_s * 1e6:.1f} µs; "
                 f"forward: {m.native}{how}")
 
-    return Impl(forward, grad, note=note, describe=describe, flat=flat,
+    return Impl(forward, grad, grad_loop=grad_loop, note=note, describe=describe, flat=flat,
                 compile_s=compile_s if f is not None or second else None)
 
 
