@@ -81,8 +81,12 @@ PRELUDE = """\
    rvm_fn1_value stayed calls) and lays the code out for size */
 static void __attribute__((cold, noinline)) rvm_bail_path(void) { __asm__ volatile(""); }
 #define BAIL(at) do { rvm_bail_path(); goto bail_out; } while (0)
-#define POLL(at) do { if (n >= st->budget) { st->budget = n + ((i64)1 << 24); \
-    if (st->poll(st)) { st->pc = (at); *np = n; return %(STOPPED)d; } } } while (0)
+/* a backward jump polls every 2^24 steps: st->budget is kept in the local `bud` (a load
+   through st in every loop iteration, which a store to M could alias for all gcc knows),
+   read again after the poll and after every call */
+#define POLL(at) do { if (n >= bud) { st->budget = n + ((i64)1 << 24); \
+    if (st->poll(st)) { st->pc = (at); *np = n; return %(STOPPED)d; } bud = st->budget; } } \
+    while (0)
 /* some cell of p[0..n) is not zero (the frame check at return), 8 words at a time */
 typedef i64 rvm_v2 __attribute__((vector_size(16), aligned(8), may_alias));
 static inline int rvm_any(const i64* p, i64 n) {
@@ -522,6 +526,7 @@ class _Fn:
         out.append("if (depth + 1 > st->peak_depth) st->peak_depth = depth + 1;")
         out.append(f"{{ i64 rc = {self.names[callee]}(st, {nfp}, cpa, cpl, depth + 1, "
                    f"ptop + {len(self.f.params)}, &n); if (rc) {{ *np = n; return rc; }} }}")
+        out.append("bud = st->budget;")
         out.append(self.reload())
         for i, w, _idx in xargs:                       # the argument still names that cell
             pre = []
@@ -739,7 +744,8 @@ class _Fn:
                 # the limits, read once (stores to M could be to them, for all C knows)
                 "const i64 n_mem = st->n_mem, max_depth = st->max_depth, pt_cap = st->pt_cap; "
                 "(void)A; (void)T; (void)AT; (void)cs; (void)pa; (void)pl; (void)depth; "
-                "(void)ptop; (void)n_mem; (void)max_depth; (void)pt_cap;",
+                "(void)ptop; (void)n_mem; (void)max_depth; (void)pt_cap; "
+                "i64 bud = st->budget; (void)bud;",
                 f"if ((char*)__builtin_frame_address(0) < st->stack_low) BAIL({first_pc});",
                 *self.locals(), f"goto L{first};"]
         return "\n".join(head + self.lines + [f"bail_out: return {NATIVE_BAIL};", "}"]) + "\n"
