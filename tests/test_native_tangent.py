@@ -244,3 +244,42 @@ def test_tangent_modes_compile_after_repeated_calls(monkeypatch):
     off = rvm.Machine(prog)
     derivatives(prog, "out", ["z"], machine=off, gradient=False, hessian=True, native=False)
     assert not off.core.native_tangent
+
+
+SAME_CELL_SOURCES = """\
+inout x: float[3] = [0.7, -1.3, 2.1]
+output out: float
+global y: float
+
+func main() {
+    with {
+        y += x[0] * x[0]
+        y += x[1] - x[1]
+        y += x[1] * x[2]
+        y -= x[2] / x[0]
+    } do {
+        out += y * y
+    }
+}
+"""
+
+
+def test_lane_rules_with_one_cell_as_both_sources():
+    """The lane modes update the target's tangents and each source's adjoint tangents in a
+    loop per array: where both sources are one cell (x*x, x - x) its second loop must read
+    what the first wrote, as the scalar rule's two updates do."""
+    prog = rvm.assemble(SAME_CELL_SOURCES)
+    out = {}
+    for nat in (False, True):
+        d, m = _run(prog, "out", ["x"], nat, gradient=True, hessian=True)
+        if nat:
+            assert m.core.native_tangent and m.core.native_bails == 0
+        out[nat] = d
+    assert np.array_equal(out[True].hessian, out[False].hessian)
+    assert np.array_equal(out[True].gradient["x"], out[False].gradient["x"])
+    x0, x1, x2 = 0.7, -1.3, 2.1
+    # out = y^2 with y = x0^2 + x1 x2 - x2 / x0: H = 2 (grad y grad y^T + y Hess y)
+    y = x0 * x0 + x1 * x2 - x2 / x0
+    gy = np.array([2 * x0 + x2 / x0 ** 2, x2, x1 - 1 / x0])
+    hy = np.array([[2 - 2 * x2 / x0 ** 3, 0, 1 / x0 ** 2], [0, 0, 1], [1 / x0 ** 2, 1, 0]])
+    np.testing.assert_allclose(out[True].hessian, 2 * (np.outer(gy, gy) + y * hy), rtol=1e-12)
