@@ -112,8 +112,23 @@ def impl(prog: Any, inputs: dict[str, Any], of: str, wrt: list[str],
         return (f"{steps:,} instr/run, {per:.2f} ns/instr + reset {reset_s * 1e6:.1f} µs; "
                 f"forward: {m.native}{how}")
 
+    settle([forward] + [c for c in (grad, flat) if c is not None])
     return Impl(forward, grad, grad_loop=grad_loop, note=note, describe=describe, flat=flat,
                 compile_s=compile_s if f is not None or second else None)
+
+
+def settle(calls: list[Callable[[], Any]]) -> None:
+    """Make each call a few times, as a user's loop does before it is timed, then wait for
+    the native builds those calls start in the background (the tangent library after a few
+    calls that check ancillas: ~5 s of gcc on both cores, which would otherwise run during
+    the timing of this row and the next peers')."""
+    import threading
+    for call in calls:
+        for _ in range(8):
+            call()
+    for t in threading.enumerate():
+        if t.name.startswith("rvm-native") and t is not threading.current_thread():
+            t.join()
 
 
 def flat_call(f: Any, inputs: dict[str, Any]) -> Callable[[], Any] | None:
