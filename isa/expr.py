@@ -13,8 +13,10 @@ minus, calls of FUNCTIONS, comparisons ``< <= > >= == !=`` of values and ``A if 
 from __future__ import annotations
 
 import ast
+import functools
 import math
 import operator
+import threading
 from collections.abc import Callable, Mapping
 
 # name -> (arity, Python implementation); the C side implements d_<name> in rvm/_dual.h
@@ -45,10 +47,22 @@ class ExprError(ValueError):
     """An expression outside the derivative language."""
 
 
+# CPython 3.11's ast.parse is not safe in two threads at once ("AST constructor recursion
+# depth mismatch"): the native tangent library is generated in a background thread
+_parse_lock = threading.Lock()
+
+
+@functools.cache
+def _tree(text: str) -> ast.expr:
+    """The parsed text (read only: every caller walks it, none changes it)."""
+    with _parse_lock:
+        return ast.parse(text, mode="eval").body
+
+
 def parse(text: str, names: tuple[str, ...]) -> ast.expr:
     """Parse and check `text` as an expression over `names`."""
     try:
-        tree = ast.parse(text, mode="eval").body
+        tree = _tree(text)
     except SyntaxError as e:
         raise ExprError(f"{text!r}: {e.msg}") from None
     _check(tree, text, names)
