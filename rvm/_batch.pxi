@@ -3,21 +3,22 @@
 # over threads, one Core each).
 # (Text included into the one extension module: it shares the core's names.)
 
-cdef int grad_row(VM* vm, i64* image, native_fn fwd, native_fn bwd, i64 of_addr,
-                  i64* da, i64* dw, i64 nd, i64* ra, i64* rw, i64 nr, i64* wa, i64 nwrt,
-                  double* g, i64* loss, i64* ws, i64 nw, i64* ex, i64 nex) noexcept nogil:
-    """One gradient (Core.gradient's native path) from the start state: the static image, the
-    words dw at da (defaults and the inputs all rows share) and rw at ra (this row's inputs);
-    g gets the gradient at wa, loss the loss's word at the end of the forward run.  0: done;
-    1: the interpreter must run this row (a trap, a path that did not retrace, a non-finite
-    gradient); 2: a signal stopped it (its exception is set)."""
-    cdef NativeState st
-    cdef i64 used, n, i, fs = vm.fn_fsize[vm.main], n_fwd
-    cdef i64 rc
-    used = min(vm.n_static + max(vm.peak_frame, vm.ftop - vm.n_static), vm.n_mem)
-    n = max(vm.peak_sp, vm.sp) + 1
-    memset(vm.adj, 0, used * sizeof(double))
-    memset(vm.sadj, 0, n * sizeof(double))
+cdef void _row_start(VM* vm, i64* image, i64* da, i64* dw, i64 nd, i64* ra, i64* rw, i64 nr,
+                     int duals, bint back) noexcept nogil:
+    """The state one row of a batch starts from, as Core._gradient makes it: the duals
+    cleared (duals 0: none, the machine may have none; 1: the adjoints; 2: the tangent duals
+    too), the static image, zero frames, the words dw at da (defaults, shared values) and rw
+    at ra (the row's); at the start, or with `back` at the end for a backward run."""
+    cdef i64 used = min(vm.n_static + max(vm.peak_frame, vm.ftop - vm.n_static), vm.n_mem)
+    cdef i64 n = max(vm.peak_sp, vm.sp) + 1
+    if duals >= 1:
+        memset(vm.adj, 0, used * sizeof(double))
+        memset(vm.sadj, 0, n * sizeof(double))
+    if duals >= 2:
+        memset(vm.tan, 0, used * sizeof(double))
+        memset(vm.adjt, 0, used * sizeof(double))
+        memset(vm.stan, 0, n * sizeof(double))
+        memset(vm.sadjt, 0, n * sizeof(double))
     used = min(vm.n_static + vm.peak_frame, vm.n_mem)
     memcpy(vm.mem, image, vm.n_static * sizeof(i64))
     memset(vm.mem + vm.n_static, 0, (used - vm.n_static) * sizeof(i64))
@@ -25,16 +26,20 @@ cdef int grad_row(VM* vm, i64* image, native_fn fwd, native_fn bwd, i64 of_addr,
     vm.sp = vm.ptop = vm.depth = vm.t = 0
     vm.came = vm.trace_ack = vm.trap = 0
     vm.steps = vm.peak_sp = vm.peak_frame = vm.peak_depth = 0
-    vm.status = _S_START
-    vm.D = 1
-    vm.pc = vm.fn_begin[vm.main]
+    vm.status = _S_END if back else _S_START
+    vm.D = -1 if back else 1
+    vm.pc = vm.fn_end[vm.main] if back else vm.fn_begin[vm.main]
     vm.ad = 0
     _scatter(vm.mem, da, dw, nd)
     _scatter(vm.mem, ra, rw, nr)
-    memcpy(ws, vm.mem, nw * sizeof(i64))
-    vm.peak_frame = max(vm.peak_frame, fs)
+    vm.peak_frame = max(vm.peak_frame, vm.fn_fsize[vm.main])
     vm.peak_depth = max(vm.peak_depth, 1)
-    memset(&st, 0, sizeof(NativeState))
+
+
+cdef void _row_state(VM* vm, NativeState* st) noexcept nogil:
+    """The native code's view of the machine at the start of a run (the state _row_start or a
+    reset made): its memory, duals, stack and limits, every counter zero."""
+    memset(st, 0, sizeof(NativeState))
     st.mem = vm.mem
     st.adj = vm.adj
     st.tan = vm.tan
@@ -42,7 +47,7 @@ cdef int grad_row(VM* vm, i64* image, native_fn fwd, native_fn bwd, i64 of_addr,
     st.n_mem = vm.n_mem
     st.max_depth = vm.max_depth
     st.pt_cap = vm.pt_cap
-    st.peak_ftop = vm.n_static + fs
+    st.peak_ftop = vm.n_static + vm.fn_fsize[vm.main]
     st.peak_depth = 1
     st.stack = vm.stack
     st.sadj = vm.sadj
@@ -53,6 +58,28 @@ cdef int grad_row(VM* vm, i64* image, native_fn fwd, native_fn bwd, i64 of_addr,
     st.rel_pc = -1
     st.budget = 1 << 16
     st.poll = native_poll
+
+
+cdef inline void _row_peaks(VM* vm, NativeState* st) noexcept nogil:
+    vm.peak_frame = max(vm.peak_frame, st.peak_ftop - vm.n_static)
+    vm.peak_depth = max(vm.peak_depth, st.peak_depth)
+    vm.peak_sp = max(vm.peak_sp, st.peak_sp)
+
+
+cdef int grad_row(VM* vm, i64* image, native_fn fwd, native_fn bwd, i64 of_addr,
+                  i64* da, i64* dw, i64 nd, i64* ra, i64* rw, i64 nr, i64* wa, i64 nwrt,
+                  double* g, i64* loss, i64* ws, i64 nw, i64* ex, i64 nex) noexcept nogil:
+    """One gradient (Core.gradient's native path) from the start state: the static image, the
+    words dw at da (defaults and the inputs all rows share) and rw at ra (this row's inputs);
+    g gets the gradient at wa, loss the loss's word at the end of the forward run.  0: done;
+    1: the interpreter must run this row (a trap, a path that did not retrace, a non-finite
+    gradient); 2: a signal stopped it (its exception is set)."""
+    cdef NativeState st
+    cdef i64 i, n_fwd
+    cdef i64 rc
+    _row_start(vm, image, da, dw, nd, ra, rw, nr, 1, False)
+    memcpy(ws, vm.mem, nw * sizeof(i64))
+    _row_state(vm, &st)
     rc = fwd(&st)
     n_fwd = st.steps
     if rc == RVM_NATIVE_DONE:
@@ -61,9 +88,7 @@ cdef int grad_row(VM* vm, i64* image, native_fn fwd, native_fn bwd, i64 of_addr,
         st.steps = 0
         st.budget = 1 << 16
         rc = bwd(&st)
-    vm.peak_frame = max(vm.peak_frame, st.peak_ftop - vm.n_static)
-    vm.peak_depth = max(vm.peak_depth, st.peak_depth)
-    vm.peak_sp = max(vm.peak_sp, st.peak_sp)
+    _row_peaks(vm, &st)
     if rc == RVM_NATIVE_STOPPED:
         return 2
     if rc != RVM_NATIVE_DONE:
@@ -93,38 +118,11 @@ cdef int run_row(VM* vm, i64* image, native_fn f, i64* da, i64* dw, i64 nd, i64*
     by f, the backward run's native code; out gets the first nw words (the globals) where the
     run ends.  0 done, 1 the interpreter must run the row, 2 a signal stopped it."""
     cdef NativeState st
-    cdef i64 used, fs = vm.fn_fsize[vm.main]
     cdef i64 rc
-    used = min(vm.n_static + max(vm.peak_frame, vm.ftop - vm.n_static), vm.n_mem)
-    memcpy(vm.mem, image, vm.n_static * sizeof(i64))
-    memset(vm.mem + vm.n_static, 0, (used - vm.n_static) * sizeof(i64))
-    vm.ftop = vm.n_static
-    vm.sp = vm.ptop = vm.depth = vm.t = 0
-    vm.came = vm.trace_ack = vm.trap = 0
-    vm.steps = vm.peak_sp = vm.peak_frame = vm.peak_depth = 0
-    vm.status = _S_END if back else _S_START
-    vm.D = -1 if back else 1
-    vm.pc = vm.fn_end[vm.main] if back else vm.fn_begin[vm.main]
-    vm.ad = 0
-    _scatter(vm.mem, da, dw, nd)
-    _scatter(vm.mem, ra, rw, nr)
-    vm.peak_frame = max(vm.peak_frame, fs)
-    memset(&st, 0, sizeof(NativeState))
-    st.mem = vm.mem
-    st.n_mem = vm.n_mem
-    st.max_depth = vm.max_depth
-    st.pt_cap = vm.pt_cap
-    st.peak_ftop = vm.n_static + fs
-    st.peak_depth = 1
-    st.stack = vm.stack
-    st.stack_cap = vm.stack_cap
-    st.rel_pc = -1
-    st.budget = 1 << 16
-    st.poll = native_poll
+    _row_start(vm, image, da, dw, nd, ra, rw, nr, 0, back)
+    _row_state(vm, &st)
     rc = f(&st)
-    vm.peak_frame = max(vm.peak_frame, st.peak_ftop - vm.n_static)
-    vm.peak_depth = max(vm.peak_depth, st.peak_depth)
-    vm.peak_sp = max(vm.peak_sp, st.peak_sp)
+    _row_peaks(vm, &st)
     if rc == RVM_NATIVE_STOPPED:
         return 2
     if rc != RVM_NATIVE_DONE:

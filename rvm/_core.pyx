@@ -831,38 +831,15 @@ cdef class Core:
     cdef void _native_state(self, NativeState* st) noexcept:
         """The native code's view of the machine at the start of a run (_native_sweeps)."""
         cdef VM* vm = &self.vm
-        cdef i64 fs = vm.fn_fsize[vm.main]
         # first, so that a reset after a bail out clears the whole frame
-        vm.peak_frame = max(vm.peak_frame, fs)
+        vm.peak_frame = max(vm.peak_frame, vm.fn_fsize[vm.main])
         vm.peak_depth = max(vm.peak_depth, 1)
-        st.mem = vm.mem
-        st.adj = vm.adj
-        st.tan = vm.tan
-        st.adjt = vm.adjt
-        st.n_mem = vm.n_mem
-        st.max_depth = vm.max_depth
-        st.pt_cap = vm.pt_cap
-        st.peak_ftop = vm.n_static + fs
-        st.peak_depth = 1
-        st.stack = vm.stack
-        st.sadj = vm.sadj
-        st.stan = vm.stan
-        st.sadjt = vm.sadjt
-        st.sp = 0
-        st.stack_cap = vm.stack_cap
-        st.peak_sp = vm.peak_sp
-        st.steps = 0
-        st.rel_n = 0
-        st.rel_pc = -1
-        st.rel_max = 0.0
+        _row_state(vm, st)
 
     cdef void _native_peaks(self, NativeState* st) noexcept:
         """The frames and stack the native calls used (dirty after a bail out or a Ctrl-C:
         the next reset clears them)."""
-        cdef VM* vm = &self.vm
-        vm.peak_frame = max(vm.peak_frame, st.peak_ftop - vm.n_static)
-        vm.peak_depth = max(vm.peak_depth, st.peak_depth)
-        vm.peak_sp = max(vm.peak_sp, st.peak_sp)
+        _row_peaks(&self.vm, st)
 
     cdef int _native_tangent_sweeps(self, i64 of_addr, i64* ws, i64 nw) except -1:
         """gradient()'s forward run with tangents and its sweep with the adjoint-tangent

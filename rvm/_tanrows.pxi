@@ -1,68 +1,8 @@
 # rvm/_core.pyx includes this file: batches of tangents and Hessians (issue 16: rvm.jvp_batch,
 # rvm.hessian_batch; rvm/ad/batches.py spreads the rows over threads, one Core each).  The
 # rows run the tangent library's native code (rvm/native/tangent.py) without the GIL, as
-# grad_row runs the gradient's.
+# grad_row runs the gradient's, from the same row start (_row_start, _row_state: _batch.pxi).
 # (Text included into the one extension module: it shares the core's names.)
-
-cdef void _row_start(VM* vm, i64* image, i64* da, i64* dw, i64 nd, i64* ra, i64* rw, i64 nr,
-                     bint tangents) noexcept nogil:
-    """The start state of one row, as Core._gradient makes it: duals cleared (the tangent
-    duals too with `tangents`), the static image, zero frames, the words dw at da (defaults,
-    shared inputs) and rw at ra (the row's inputs)."""
-    cdef i64 used = min(vm.n_static + max(vm.peak_frame, vm.ftop - vm.n_static), vm.n_mem)
-    cdef i64 n = max(vm.peak_sp, vm.sp) + 1
-    memset(vm.adj, 0, used * sizeof(double))
-    memset(vm.sadj, 0, n * sizeof(double))
-    if tangents:
-        memset(vm.tan, 0, used * sizeof(double))
-        memset(vm.adjt, 0, used * sizeof(double))
-        memset(vm.stan, 0, n * sizeof(double))
-        memset(vm.sadjt, 0, n * sizeof(double))
-    used = min(vm.n_static + vm.peak_frame, vm.n_mem)
-    memcpy(vm.mem, image, vm.n_static * sizeof(i64))
-    memset(vm.mem + vm.n_static, 0, (used - vm.n_static) * sizeof(i64))
-    vm.ftop = vm.n_static
-    vm.sp = vm.ptop = vm.depth = vm.t = 0
-    vm.came = vm.trace_ack = vm.trap = 0
-    vm.steps = vm.peak_sp = vm.peak_frame = vm.peak_depth = 0
-    vm.status = _S_START
-    vm.D = 1
-    vm.pc = vm.fn_begin[vm.main]
-    vm.ad = 0
-    _scatter(vm.mem, da, dw, nd)
-    _scatter(vm.mem, ra, rw, nr)
-    vm.peak_frame = max(vm.peak_frame, vm.fn_fsize[vm.main])
-    vm.peak_depth = max(vm.peak_depth, 1)
-
-
-cdef void _row_state(VM* vm, NativeState* st) noexcept nogil:
-    """The native code's view of a row's machine at its start (Core._native_state's)."""
-    memset(st, 0, sizeof(NativeState))
-    st.mem = vm.mem
-    st.adj = vm.adj
-    st.tan = vm.tan
-    st.adjt = vm.adjt
-    st.n_mem = vm.n_mem
-    st.max_depth = vm.max_depth
-    st.pt_cap = vm.pt_cap
-    st.peak_ftop = vm.n_static + vm.fn_fsize[vm.main]
-    st.peak_depth = 1
-    st.stack = vm.stack
-    st.sadj = vm.sadj
-    st.stan = vm.stan
-    st.sadjt = vm.sadjt
-    st.stack_cap = vm.stack_cap
-    st.peak_sp = vm.peak_sp
-    st.rel_pc = -1
-    st.budget = 1 << 16
-    st.poll = native_poll
-
-
-cdef inline void _row_peaks(VM* vm, NativeState* st) noexcept nogil:
-    vm.peak_frame = max(vm.peak_frame, st.peak_ftop - vm.n_static)
-    vm.peak_depth = max(vm.peak_depth, st.peak_depth)
-    vm.peak_sp = max(vm.peak_sp, st.peak_sp)
-
 
 cdef int jvp_row(VM* vm, i64* image, native_fn fwd_t, i64* da, i64* dw, i64 nd, i64* ra,
                  i64* rw, i64 nr, i64* sa, double* sv, i64 ns, i64* oa, double* out,
@@ -74,7 +14,7 @@ cdef int jvp_row(VM* vm, i64* image, native_fn fwd_t, i64* da, i64* dw, i64 nd, 
     cdef NativeState st
     cdef i64 i
     cdef i64 rc
-    _row_start(vm, image, da, dw, nd, ra, rw, nr, True)
+    _row_start(vm, image, da, dw, nd, ra, rw, nr, 2, False)
     for i in range(ns):
         vm.tan[sa[i]] = sv[i]
     vm.ad = _AD_TAN
@@ -139,7 +79,7 @@ cdef int hess_row(VM* vm, i64* image, native_fn fwd_t, native_fn bwd_at, native_
         lanes = w > 1 and fwd_vt != NULL and \
             vm.n_static + vm.fn_fsize[vm.main] <= lb.cells
         if lanes:
-            _row_start(vm, image, da, dw, nd, ra, rw, nr, True)
+            _row_start(vm, image, da, dw, nd, ra, rw, nr, 2, False)
             memcpy(ws, vm.mem, nw * sizeof(i64))
             memset(lb.tan, 0, lb.dirty * sizeof(double))
             memset(lb.adjt, 0, lb.dirty * sizeof(double))
@@ -178,7 +118,7 @@ cdef int hess_row(VM* vm, i64* image, native_fn fwd_t, native_fn bwd_at, native_
                 k += w
                 continue
         for j in range(k, k + w):           # one direction at a time (the scalar modes)
-            _row_start(vm, image, da, dw, nd, ra, rw, nr, True)
+            _row_start(vm, image, da, dw, nd, ra, rw, nr, 2, False)
             memcpy(ws, vm.mem, nw * sizeof(i64))
             vm.tan[wa[j]] = 1.0
             _row_state(vm, &st)

@@ -14,7 +14,7 @@ other rows' results (nan in the failed rows)."""
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -34,7 +34,7 @@ from ..errors import RVMError
 from ..machine import Machine
 from ..program import Program
 from . import native_tangent
-from .engine import derivatives, hessian, jvp
+from .engine import _wrt_list, derivatives, hessian, jvp, tangent_outputs
 
 
 def _machines(program: Program, key: tuple, k: int) -> list[Machine]:
@@ -57,6 +57,17 @@ def _native(core: Any, program: Program) -> bool:
         return False
 
 
+def _runners(ms: list[Machine], key: tuple, make: Callable[[Machine], Any]) -> list[Any]:
+    """Each machine's AD runner for `key` (of, wrt names), made by make(m) (a first call on
+    that machine: it resolves the cells and checks the paths) where the machine has none."""
+    out = []
+    for m in ms:
+        if key not in m.__dict__.get("_ad_runners", {}):
+            make(m)
+        out.append(m.__dict__["_ad_runners"][key])
+    return out
+
+
 def jvp_batch(program: Program | str | os.PathLike, inputs: Mapping[str, Any] | None,
               tangents: Mapping[str, Any], *, threads: int | None = None) -> dict[str, Any]:
     """`rvm.jvp` over B rows in one call: `inputs` and `tangents` as the single call's, any
@@ -69,61 +80,51 @@ def jvp_batch(program: Program | str | os.PathLike, inputs: Mapping[str, Any] | 
     rows, shared = batch_axes(program, inputs or {}, sizes, "inputs")
     trows, tshared = batch_axes(program, tangents, sizes, "tangents")
     B = batch_size(sizes, "value")
-    names = list(tangents)
+    key = (None, tuple(tangents))
     e = oneshot.entry(program)
     results: dict[str, np.ndarray] | None = None
     status = np.ones(B, dtype=np.int64)
     with e.lock:
         bounds = chunks(B, threads)
         k = len(bounds) - 1
-        ms = _machines(program, ("jvp", tuple(names)), k)
+        ms = _machines(program, ("jvp", key[1]), k)
         try:
-            first = derivatives(program, None, (), batch_row(rows, shared, 0), gradient=False,
-                                tangents=batch_row(trows, tshared, 0), machine=ms[0]).tangent
-        except RVMError:
-            first = None
-        if first is not None:
-            outs = [(name, np.shape(v)) for name, v in first.items()]
-            results = {name: np.full((B, *shape), np.nan) for name, shape in outs}
-            # the first call on each thread's machine makes its runner (paths, cells)
+            runners = _runners(ms[:k], key, lambda m: derivatives(
+                program, None, (), batch_row(rows, shared, 0), gradient=False,
+                tangents=batch_row(trows, tshared, 0), machine=m))
+        except RVMError:                # row 0 traps: every row goes the single call's way
             runners = []
-            for m in ms[:k]:
-                if (None, tuple(names)) not in m.__dict__.get("_ad_runners", {}):
-                    derivatives(program, None, (), batch_row(rows, shared, 0), gradient=False,
-                                tangents=batch_row(trows, tshared, 0), machine=m)
-                runners.append(m.__dict__["_ad_runners"][(None, tuple(names))])
-            if all(_native(r.core, program) for r in runners):
-                r0 = runners[0]
-                in_addrs, def_words, row_addrs, rw = batch_words(ms[0], rows, shared, B)
-                seed_addrs = np.array([c.addr + j for c in r0.wrt for j in range(c.size)],
-                                      dtype=np.int64)
-                seeds = np.empty((B, len(seed_addrs)))
-                at = 0
-                for c in r0.wrt:
-                    v = trows.get(c.name, tshared.get(c.name))
-                    seeds[:, at:at + c.size] = np.asarray(v, dtype=np.float64).reshape(
-                        (B, c.size) if c.name in trows else (1, c.size))
-                    at += c.size
-                out_addrs = np.array(
-                    [a for name, _ in outs
-                     for a in range(ms[0].program.global_named(name).addr,
-                                    ms[0].program.global_named(name).addr +
-                                    ms[0].program.global_named(name).size)], dtype=np.int64)
-                flat = np.zeros((B, len(out_addrs)))
+        if runners and all(_native(r.core, program) for r in runners):
+            r0 = runners[0]
+            outs = tangent_outputs(ms[0])
+            results = {name: np.full((B, *(shape or ())), np.nan)
+                       for name, _, _, shape in outs}
+            out_addrs = np.array([a + j for _, a, size, _ in outs for j in range(size)],
+                                 dtype=np.int64)
+            in_addrs, def_words, row_addrs, rw = batch_words(ms[0], rows, shared, B)
+            seed_addrs = np.array([c.addr + j for c in r0.wrt for j in range(c.size)],
+                                  dtype=np.int64)
+            seeds = np.empty((B, len(seed_addrs)))
+            at = 0
+            for c in r0.wrt:
+                v = trows.get(c.name, tshared.get(c.name))
+                seeds[:, at:at + c.size] = np.asarray(v, dtype=np.float64).reshape(
+                    (B, c.size) if c.name in trows else (1, c.size))
+                at += c.size
+            flat = np.zeros((B, len(out_addrs)))
 
-                def work(i: int) -> None:
-                    lo, hi = bounds[i], bounds[i + 1]
-                    _core.jvp_rows(  # type: ignore[attr-defined]
-                        runners[i].core, in_addrs, def_words, row_addrs, rw[lo:hi],
-                        seed_addrs, seeds[lo:hi], out_addrs, flat[lo:hi], status[lo:hi])
+            def work(i: int) -> None:
+                lo, hi = bounds[i], bounds[i + 1]
+                _core.jvp_rows(  # type: ignore[attr-defined]
+                    runners[i].core, in_addrs, def_words, row_addrs, rw[lo:hi],
+                    seed_addrs, seeds[lo:hi], out_addrs, flat[lo:hi], status[lo:hi])
 
-                in_threads(work, k)
-                at = 0
-                for name, shape in outs:
-                    size = int(np.prod(shape))
-                    results[name][...] = flat[:, at:at + size].reshape((B, *shape))
-                    results[name][status != 0] = np.nan       # (until the single call runs)
-                    at += size
+            in_threads(work, k)
+            at = 0
+            for name, _, size, shape in outs:
+                results[name][...] = flat[:, at:at + size].reshape((B, *(shape or ())))
+                results[name][status != 0] = np.nan       # (until the single call runs)
+                at += size
     errors: dict[int, Exception] = {}
     for b in np.nonzero(status)[0].tolist():
         try:
@@ -151,47 +152,40 @@ def hessian_batch(program: Program | str | os.PathLike, of: str, wrt: str | Sequ
     sizes: set[int] = set()
     rows, shared = batch_axes(program, inputs, sizes, "inputs")
     B = batch_size(sizes, "value")
-    wrt_key = tuple(w.strip() for w in wrt.split(",")) if isinstance(wrt, str) else tuple(wrt)
+    key = (of, tuple(_wrt_list(wrt)))
     e = oneshot.entry(program)
     res: np.ndarray | None = None
     status = np.ones(B, dtype=np.int64)
     with e.lock:
         bounds = chunks(B, threads)
         k = len(bounds) - 1
-        ms = _machines(program, ("hessian", of, wrt_key), k)
+        ms = _machines(program, ("hessian", *key), k)
         try:
-            derivatives(program, of, list(wrt_key), batch_row(rows, shared, 0), gradient=False,
-                        hessian=True, machine=ms[0])
-            ok = True
-        except RVMError:
-            ok = False
-        if ok:
+            runners = _runners(ms[:k], key, lambda m: derivatives(
+                program, of, list(key[1]), batch_row(rows, shared, 0), gradient=False,
+                hessian=True, machine=m))
+        except RVMError:                # row 0 traps: every row goes the single call's way
             runners = []
-            for m in ms[:k]:
-                if (of, wrt_key) not in m.__dict__.get("_ad_runners", {}):
-                    derivatives(program, of, list(wrt_key), batch_row(rows, shared, 0),
-                                gradient=False, hessian=True, machine=m)
-                runners.append(m.__dict__["_ad_runners"][(of, wrt_key)])
+        if runners and all(getattr(r, "paths_checked", False) for r in runners) and \
+                all(_native(r.core, program) for r in runners):
             r0 = runners[0]
             out = res = np.full((B, r0.n, r0.n), np.nan)
-            if all(getattr(r, "paths_checked", False) for r in runners) and \
-                    all(_native(r.core, program) for r in runners):
-                in_addrs, def_words, row_addrs, rw = batch_words(ms[0], rows, shared, B)
-                wrt_addrs = r0._fast_args()[3]
-                exact = r0._exact_addrs()
+            in_addrs, def_words, row_addrs, rw = batch_words(ms[0], rows, shared, B)
+            wrt_addrs = r0._fast_args()[3]
+            exact = r0._exact_addrs()
 
-                def work(i: int) -> None:
-                    lo, hi = bounds[i], bounds[i + 1]
-                    _core.hessian_rows(  # type: ignore[attr-defined]
-                        runners[i].core, r0.of.addr, in_addrs, def_words, row_addrs,
-                        rw[lo:hi], wrt_addrs, out[lo:hi], status[lo:hi], exact)
+            def work(i: int) -> None:
+                lo, hi = bounds[i], bounds[i + 1]
+                _core.hessian_rows(  # type: ignore[attr-defined]
+                    runners[i].core, r0.of.addr, in_addrs, def_words, row_addrs,
+                    rw[lo:hi], wrt_addrs, out[lo:hi], status[lo:hi], exact)
 
-                in_threads(work, k)
-                out[status != 0] = np.nan
+            in_threads(work, k)
+            out[status != 0] = np.nan
     errors: dict[int, Exception] = {}
     for b in np.nonzero(status)[0].tolist():
         try:
-            h = hessian(program, of, list(wrt_key), batch_row(rows, shared, b))
+            h = hessian(program, of, list(key[1]), batch_row(rows, shared, b))
         except RVMError as err:
             errors[b] = err
             continue

@@ -684,13 +684,19 @@ def jvp_call(m: Machine, names: list[str], slot: Any = None) -> Any:
         return None
     cells, def_addrs, def_words, _ = r._fast_args()
     seeds = [(c.name, c.addr, c.size, not c.shape) for c in r.wrt]
+    return _core.JvpCall(r.core, slot if slot is not None else oneshot.Slot(m, False), cells,
+                         def_addrs, def_words, seeds, tangent_outputs(m))
+
+
+def tangent_outputs(m: Machine) -> list[tuple[str, int, int, tuple[int, ...] | None]]:
+    """(name, address, size, shape or None for a scalar) of every differentiable output of
+    m's program: the cells whose tangents rvm.jvp returns."""
     outs = []
     for g in m.program.globals:
         if g.is_output and g.type in DIFFERENTIABLE:
             c = resolve(m, g.name, "output")
             outs.append((g.name, c.addr, c.size, tuple(c.shape) if c.shape else None))
-    return _core.JvpCall(r.core, slot if slot is not None else oneshot.Slot(m, False), cells,
-                         def_addrs, def_words, seeds, outs)
+    return outs
 
 
 def _hessian(program: Program | str | os.PathLike, of: str, wrt: str | Sequence[str],
