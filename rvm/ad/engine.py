@@ -897,7 +897,7 @@ class GradFn(_core.GradFnBase):
     def _build_native(self) -> None:
         from .. import native
         try:
-            self._built = native.compile_program(self.program)
+            self._built = native.compile_program(self.program, wrt=self._wrt_addrs())
         except (native.Unsupported, native.BuildError, OSError) as e:
             self._built = e
 
@@ -906,7 +906,12 @@ class GradFn(_core.GradFnBase):
         calls with it; returns rvm.native.Native.  Raises rvm.native.Unsupported when the
         program uses what the generator does not cover, BuildError without a C compiler."""
         from .. import native
-        return self._install(native.compile_program(self.program))
+        return self._install(native.compile_program(self.program, wrt=self._wrt_addrs()))
+
+    def _wrt_addrs(self) -> list[int]:
+        """The wrt cells' addresses: the native sweep leaves out the adjoints that cannot
+        reach them (rvm/native/activity.py)."""
+        return [a for c in self.runner.wrt for a in range(c.addr, c.addr + c.size)]
 
     def _install(self, nat: Any) -> Any:
         from .. import native

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ctypes
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,6 +41,9 @@ class Native:
                               # rvm_native_backward_at
     run_backward: int = 0     # "gradient": address of rvm_native_run_backward (a backward run)
     lanes: tuple[int, int] = (0, 0)     # "tangent": rvm_native_forward_vt, _backward_vat
+    # "gradient": the addresses of the cells whose gradient its sweep gives (compile_program's
+    # wrt); None: any differentiable global's
+    wrt: frozenset[int] | None = None
 
     def install(self, core) -> bool:
         """Make `core.gradient` (for "tangent": with tangents, and `core.tangent_run`) run
@@ -54,18 +58,21 @@ class Native:
         return core.set_native_runs(self.lib, self.forward, self.run_backward)
 
 
-def compile_program(program) -> Native:
-    """Generate, build (or find in the cache) and load `program`'s native code.  Raises
-    Unsupported when the generator does not cover the program, BuildError without a working
-    C compiler."""
+def compile_program(program, wrt: Iterable[int] | None = None) -> Native:
+    """Generate, build (or find in the cache) and load `program`'s native code.  wrt: the
+    addresses of the only cells whose gradient its adjoint sweep must give (the sweep then
+    leaves out the adjoints that cannot reach them: rvm/native/activity.py); None: any
+    differentiable global's.  Raises Unsupported when the generator does not cover the
+    program, BuildError without a working C compiler."""
     t0 = time.perf_counter()
-    lib, path, built = build(generate(program))
+    cells = None if wrt is None else frozenset(int(a) for a in wrt)
+    lib, path, built = build(generate(program, cells))
     if lib.rvm_native_abi() != ABI:
         raise BuildError(f"{path}: built for another rvm (ABI {lib.rvm_native_abi()})")
     addr = [ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
             for name in ("rvm_native_forward", "rvm_native_backward", "rvm_native_run_backward")]
     return Native(lib, path, addr[0], addr[1], built, time.perf_counter() - t0, "gradient",
-                  addr[2])
+                  addr[2], wrt=cells)
 
 
 def compile_tangent(program) -> Native:

@@ -18,6 +18,8 @@ stack.  Programs with traces raise Unsupported and stay interpreted.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
 
 from isa.cgen import (
@@ -47,6 +49,8 @@ from isa.functions import FN1, FN2
 from isa.program import MODE_G, MODE_L, MODE_N, MODE_P, MODE_X
 from isa.table import INVERSE, OPS
 from isa.types import FLOAT, INT, LNS
+
+from .activity import Activity
 
 # the return codes of the generated functions and the state they run on are rvm/_abi.h's,
 # generated from isa/cgen.py; ABI, the hash of that header, is the library's rvm_native_abi()
@@ -289,6 +293,9 @@ class _Fn:
     # compile time 0.6 -> 1.1 s; a big function inlined at many sites would take gcc long)
     INLINE_ROWS = 200
     INLINE_GROWTH = 1000
+    # which operands can carry a derivative of a wrt cell (rvm/native/activity.py), set by
+    # functions(); None: all of them (every adjoint rule in full)
+    activity: Activity | None = None
 
     def __init__(self, program, fi: int, code, e: int, rules, name: str, names: dict,
                  reach: list[list[tuple[int, int]]] | None = None):
@@ -608,19 +615,40 @@ class _Fn:
                 " ".join(f"{dd}[{k}] = {to_c_dual(e, args)};" for k, e in enumerate(exprs)) +
                 " }")
 
+    def active(self, op, c, pc: int, cut: bool = False) -> list[bool]:
+        """Per cell operand of row pc (P's order): can it carry a derivative of a wrt cell
+        there (self.activity, rvm/native/activity.py; every operand without one)?  cut: the
+        rule clears or moves the adjoint (scope, move): can it anywhere?"""
+        slots = [1 + i for i, k in enumerate(op.operands) if k in ("y", "a")]
+        if self.activity is None:
+            return [True] * len(slots)
+        if cut:
+            return [self.activity.ever(self.fi, c[s]) for s in slots]
+        return [self.activity.active(self.fi, pc, c[s]) for s in slots]
+
     def rule(self, op, c, P, pc: int) -> list[str]:
         """The adjoint rule of the executed row: a call of its kind's function in
         rvm/_adrules.h, which the interpreter's ad_rule/ad_inline/ad_rot call too (here with
-        only the adjoint on): xbar -= s * df/dx * ybar for an executed y += s*f(x)."""
+        only the adjoint on): xbar -= s * df/dx * ybar for an executed y += s*f(x).  An
+        adjoint no varied cell reads (self.active) is not updated: the rule writes it into
+        the sink `dz`, a local the compiler drops with the arithmetic feeding it, and a rule
+        that would update none is left out."""
         rule = RULES[op.name]
         if rule is None:
             return []
         t = op.types[0] if op.types else None
         s = rule.sign
-        D = [r.adj for r in P]                  # the cells' adjoints (lvalues)
+        act = self.active(op, c, pc, rule.kind in ("scope", "move"))
+        if not any(act):
+            return []
+        # the cells' adjoints (lvalues); a source's that no varied cell reads, the sink (the
+        # targets' are read: a varied source makes its target varied, as a swap or a rotation
+        # makes both cells, so they are the cells' own)
+        D = [r.adj if a or i == 0 or rule.kind in ("swap", "rot") and i < 2 else "dz"
+             for i, (r, a) in enumerate(zip(P, act))]
         if rule.kind == "update":
             pf = pf_id(op)
-            if pf == PF_NONE:
+            if pf == PF_NONE or not any(act[1:]):
                 return []
             if pf == PF_ONE:
                 return [f"rvm_ad_one({s}.0, {D[0]}, &{D[1]});"]
@@ -745,16 +773,18 @@ class _Fn:
                 "const i64 n_mem = st->n_mem, max_depth = st->max_depth, pt_cap = st->pt_cap; "
                 "(void)A; (void)T; (void)AT; (void)cs; (void)pa; (void)pl; (void)depth; "
                 "(void)ptop; (void)n_mem; (void)max_depth; (void)pt_cap; "
-                "i64 bud = st->budget; (void)bud;",
+                "i64 bud = st->budget; (void)bud; double dz = 0.0; (void)dz;",
                 f"if ((char*)__builtin_frame_address(0) < st->stack_low) BAIL({first_pc});",
                 *self.locals(), f"goto L{first};"]
         return "\n".join(head + self.lines + [f"bail_out: return {NATIVE_BAIL};", "}"]) + "\n"
 
 
-def functions(program, names: dict, cls: type = None) -> tuple[list[str], list[str]]:
+def functions(program, names: dict, cls: type = None, activity: Activity | None = None
+              ) -> tuple[list[str], list[str]]:
     """(prototypes, definitions) of the C functions of the variants in `names` ((function,
     direction, rules) -> C name) and of those their calls reach, made by `cls` (_Fn or a
-    subclass for other modes).  Raises Unsupported for what it does not cover."""
+    subclass for other modes), whose adjoint rules skip what `activity` says carries no
+    derivative (None: they skip nothing).  Raises Unsupported for what it does not cover."""
     cls = cls or _Fn
     inv = np.column_stack([np.array(INVERSE, dtype=np.int64)[program.code[:, 0]],
                            program.code[:, 1:]])
@@ -768,6 +798,8 @@ def functions(program, names: dict, cls: type = None) -> tuple[list[str], list[s
         key = todo.pop()
         fi, e, rules = key
         fn = cls(program, fi, program.code if e > 0 else inv, e, rules, names[key], names, reach)
+        if activity is not None:
+            fn.activity = activity
         for row in program.code[fn.begin:fn.end + 1]:
             fam = fn.ops[int(row[0])].family
             if fam == "trace":
@@ -829,15 +861,18 @@ def entries(program, variants: list[tuple[str, str, tuple[str, ...], str]]) -> s
     return "\n" + "\n".join(out) + "\n"
 
 
-def generate(program) -> str:
+def generate(program, wrt: Iterable[int] | None = None) -> str:
     """The C source of `program`'s forward run (rvm_native_forward), adjoint sweep
     (rvm_native_backward) and backward run (rvm_native_run_backward): one C function per
     function of the program, direction it runs in and whether the adjoint rules run (the
-    sweep), for the variants the calls reach.  Raises Unsupported for what it does not
-    cover."""
+    sweep), for the variants the calls reach.  The sweep updates the adjoints of the cells
+    that can carry a derivative of the cells at addresses `wrt` (rvm/native/activity.py),
+    or, without wrt, of any differentiable global; the gradient of those cells is the
+    same, bit for bit.  Raises Unsupported for what it does not cover."""
     main = program.main
     protos, bodies = functions(program, {(main, 1, False): "main_f", (main, -1, True): "main_ba",
-                                         (main, -1, False): "main_b"})
+                                         (main, -1, False): "main_b"},
+                               activity=Activity(program, wrt))
     return PRELUDE + ABI_FN + "\n".join(protos) + "\n" + "".join(bodies) + entries(program, [
         ("rvm_native_forward", "main_f", (), "run main"),
         ("rvm_native_backward", "main_ba", ("adj",), "from main's end with the rules on"),
