@@ -106,6 +106,17 @@ class Runner:
         f(inputs)                       # the first call: the general path, with its checks
         return lambda: f(inputs)
 
+    def grad_flat(self, of: str, wrt: str) -> Callable[[], np.ndarray]:
+        """The gradient with respect to the one float array `wrt`, by GradFn.flat: its values
+        from the input, the program's other inputs at their declared defaults (the caller
+        sized them so), the result in one array kept across calls (as the C++ tools keep
+        their output vector)."""
+        f = _grad(self.prog, of, (wrt,), self.native)
+        x = self.inputs[wrt]
+        out = np.empty(len(x))
+        f(self.inputs)                  # the first call: the general path, with its checks
+        return lambda: f.flat(x, out)[1]
+
 
 @dataclass
 class Evaluation:
@@ -132,20 +143,18 @@ def lse(function: str, inp: dict[str, Any], native: bool = True) -> Evaluation:
     if function == "primal":
         fw = r.forward("r")
         return Evaluation(fw, lambda o: float(o[0]))
-    g = r.grad_fn("r", ("x",))
-    return Evaluation(g, lambda res: res["x"].tolist())
+    return Evaluation(r.grad_flat("r", "x"), lambda g: g.tolist())
 
 
 def llsq(function: str, inp: dict[str, Any], native: bool = True) -> Evaluation:
     x, n = _f64(inp["x"]), int(inp["n"])
-    r = Runner(program("llsq", (("x", len(x)), ("HN", n * len(x)), ("res", n))),
-               {"x": x, "n": n},
-               native)
+    # n is also the program's default for n, so that the gradient can be a flat call
+    r = Runner(program("llsq", (("x", len(x)), ("P", len(x)), ("res", n)), (("n", n),)),
+               {"x": x, "n": n}, native)
     if function == "primal":
         fw = r.forward("y")
         return Evaluation(fw, lambda o: float(o[0]))
-    g = r.grad_fn("y", ("x",))
-    return Evaluation(g, lambda res: res["x"].tolist())
+    return Evaluation(r.grad_flat("y", "x"), lambda g: g.tolist())
 
 
 def det(function: str, inp: dict[str, Any], native: bool = True) -> Evaluation:
