@@ -323,7 +323,7 @@ def test_no_compiler_is_a_build_error(monkeypatch, tmp_path):
 def test_random_programs_agree(src, floats, data):
     """Random programs of int, fixed (or float), lns and float updates (any data instruction
     of the table among them), branches, loops and with blocks: gradient of one fixed (float)
-    cell with respect to all of them, from their defaults and from drawn int (and float)
+    cell with respect to some of them, from their defaults and from drawn int (and float)
     inputs."""
     for name, v in zip(FIXEDS, ("0.7", "-1.3", "0.4", "2.1")):       # nonzero derivatives
         src = src.replace(f"inout {name}: fixed\n", f"inout {name}: fixed = {v}\n")
@@ -336,7 +336,11 @@ def test_random_programs_agree(src, floats, data):
     ins = {n: data.draw(st.integers(-(1 << 20), 1 << 20)) for n in INTS}
     if floats:
         ins.update({n: data.draw(st.floats(-100, 100)) for n in FIXEDS})
-    same(prog, data.draw(st.sampled_from(FIXEDS)), FIXEDS, [{}, ins, {}], bails=None)
+    # wrt a drawn subset: the sweep's activity analysis (rvm/native/activity.py) leaves out the
+    # adjoints of cells no wrt cell varies, which must change no gradient bit
+    wrt = data.draw(st.lists(st.sampled_from(FIXEDS), min_size=1, max_size=len(FIXEDS),
+                             unique=True))
+    same(prog, data.draw(st.sampled_from(FIXEDS)), wrt, [{}, ins, {}], bails=None)
 
 
 def test_a_non_finite_derivative_hands_the_call_back():
