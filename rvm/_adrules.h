@@ -43,6 +43,14 @@ RVM_AD int rvm_ad_mul(double s, double va, double vb, double yb, double* aa, dou
     return bad + !isfinite(*ab);
 }
 
+/* the adjoint step of rvm_ad_mul and rvm_ad_update, xbar -= s*d*ybar where ybar != 0,
+   branch-free for the batch lanes (rvm/native/lanes.py: one call per lane in a loop the
+   compiler vectorizes): a skipped step subtracts 0.0, which changes no number */
+RVM_AD void rvm_ad_sub_nz(double s, double d, double yb, double* xb)
+{
+    *xb -= (yb != 0.0 ? s * d * yb : 0.0);
+}
+
 /* The arithmetic of the update rule's parts, on plain doubles: rvm_ad_update below (the
    interpreter's, the native scalar modes') and the native lanes (rvm/native/tangent.py: one
    call per lane in a loop the compiler vectorizes) both compute with these, so a lane's

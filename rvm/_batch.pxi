@@ -136,6 +136,212 @@ cdef int run_row(VM* vm, i64* image, native_fn f, i64* da, i64* dw, i64 nd, i64*
     return 0
 
 
+# lane groups (rvm/native/lanes.py): buffers of BATCH_FRAME frame cells and BATCH_STACK value
+# stack slots per lane (a group that needs more gives up: its rows run one by one)
+DEF BATCH_FRAME = 1 << 15
+DEF BATCH_STACK = 1 << 12
+
+
+cdef struct LaneGroup:
+    i64* mem               # the lanes of every cell (cell c's row j at c * W + j), adjoints,
+    double* adj            # value stack and its adjoints
+    i64* stack
+    double* sadj
+    i64* image             # the static image with the defaults, W lanes (lane memory's start)
+    i64* ws                # the globals' lanes at a group's start (the retrace check)
+    i64 W, cells, scap     # lanes; capacity in cells and stack slots
+    i64 dirty, sdirty      # words of mem/adj (stack/sadj) a group may have written
+
+
+cdef int grad_group(VM* vm, LaneGroup* lg, native_fn fwd, native_fn bwd, i64 of_addr,
+                    i64* ra, i64* rw, i64 nr, i64* wa, i64 nwrt, double* g, i64* loss,
+                    i64* status, i64 nw, i64* ex, i64 nex) noexcept nogil:
+    """The gradients of W rows at once (rw: their words at ra, row after row) by the lane
+    code: the lane state as grad_row's start state in each lane, the forward run, the seed,
+    the sweep.  0: done (status[j] 1 for a row whose retrace or gradient grad_row would hand
+    to the interpreter, g and loss hold the others'); 1: the group gave up (lanes that
+    branched apart, a non-uniform index, a trap in some lane, buffers too small): its rows
+    must run one by one; 2: a signal stopped it."""
+    cdef NativeState st
+    cdef i64 W = lg.W, i, j, k, n_fwd, rc, a
+    cdef i64 ns = vm.n_static * W
+    cdef i64* M = lg.mem
+    cdef double* A = lg.adj
+    cdef double x
+    cdef bint ok
+    memcpy(M, lg.image, ns * sizeof(i64))
+    if lg.dirty > ns:
+        memset(M + ns, 0, (lg.dirty - ns) * sizeof(i64))
+    memset(A, 0, max(lg.dirty, ns) * sizeof(double))
+    memset(lg.sadj, 0, lg.sdirty * sizeof(double))
+    for j in range(W):
+        for k in range(nr):
+            M[ra[k] * W + j] = rw[j * nr + k]
+    memcpy(lg.ws, M, nw * W * sizeof(i64))
+    memset(&st, 0, sizeof(NativeState))
+    st.mem = M
+    st.adj = A
+    st.n_mem = lg.cells
+    st.max_depth = vm.max_depth
+    st.pt_cap = vm.pt_cap
+    st.peak_ftop = vm.n_static + vm.fn_fsize[vm.main]
+    st.peak_depth = 1
+    st.stack = lg.stack
+    st.sadj = lg.sadj
+    st.stack_cap = lg.scap
+    st.rel_pc = -1
+    st.budget = 1 << 16
+    st.poll = native_poll
+    rc = fwd(&st)
+    n_fwd = st.steps
+    if rc == RVM_NATIVE_DONE:
+        for j in range(W):
+            loss[j] = M[of_addr * W + j]
+            A[of_addr * W + j] = 1.0
+        st.steps = 0
+        st.budget = 1 << 16
+        rc = bwd(&st)
+    lg.dirty = max(lg.dirty, min(st.peak_ftop, lg.cells) * W)
+    lg.sdirty = max(lg.sdirty, min(st.peak_sp + 1, lg.scap) * W)
+    if rc == RVM_NATIVE_STOPPED:
+        return 2
+    if rc != RVM_NATIVE_DONE or n_fwd - st.steps != 0:
+        return 1
+    for j in range(W):
+        ok = True
+        for i in range(nex):
+            a = ex[i] * W + j
+            if lg.ws[a] != M[a]:
+                ok = False
+        for i in range(nwrt):
+            x = A[wa[i] * W + j]
+            g[j * nwrt + i] = x
+            if not isfinite(x):
+                ok = False
+        status[j] = 0 if ok else 1
+    return 0
+
+
+cdef class LaneRows:
+    """The gradient of many rows W at a time (rvm/native/lanes.py's library: the addresses of
+    rvm_native_forward_w and rvm_native_backward_wa in the loaded `lib`, kept alive here),
+    on lane buffers of its own: one per thread of a batch (GradFn.batch)."""
+    cdef object lib
+    cdef native_fn fwd, bwd
+    cdef readonly i64 width
+    cdef readonly i64 groups               # groups the lanes ran, and groups they gave up
+    cdef readonly i64 bails
+    cdef object _bufs
+    cdef LaneGroup lg
+
+    def __init__(self, lib, size_t forward, size_t backward, i64 width):
+        if forward == 0 or backward == 0 or width < 1:
+            raise ValueError("LaneRows: no lane code")
+        self.lib, self.width = lib, width
+        self.fwd, self.bwd = <native_fn>forward, <native_fn>backward
+        memset(&self.lg, 0, sizeof(LaneGroup))
+        self.lg.W = width
+
+    cdef void _alloc(self, VM* vm):
+        cdef i64 W = self.width
+        cdef cnp.ndarray a
+        if self._bufs is not None:
+            return
+        self.lg.cells = min(vm.n_mem, vm.n_static + BATCH_FRAME)
+        self.lg.scap = min(max(vm.stack_cap, 1), BATCH_STACK)
+        self._bufs = [np.zeros(self.lg.cells * W, dtype=np.int64), np.zeros(self.lg.cells * W),
+                      np.zeros(self.lg.scap * W, dtype=np.int64), np.zeros(self.lg.scap * W),
+                      np.zeros(max(vm.n_static, 1) * W, dtype=np.int64),
+                      np.zeros(max(vm.const_lo, 1) * W, dtype=np.int64)]
+        a = self._bufs[0]; self.lg.mem = _ptr(a)
+        a = self._bufs[1]; self.lg.adj = <double*>cnp.PyArray_DATA(a)
+        a = self._bufs[2]; self.lg.stack = _ptr(a)
+        a = self._bufs[3]; self.lg.sadj = <double*>cnp.PyArray_DATA(a)
+        a = self._bufs[4]; self.lg.image = _ptr(a)
+        a = self._bufs[5]; self.lg.ws = _ptr(a)
+        self.lg.dirty = self.lg.sdirty = 0          # (np.zeros: clean)
+
+    def grad_rows(self, Core core, i64 of_addr, cnp.ndarray def_addrs, cnp.ndarray def_words,
+                  cnp.ndarray row_addrs, cnp.ndarray rows, cnp.ndarray wrt_addrs,
+                  cnp.ndarray out, cnp.ndarray loss, cnp.ndarray status,
+                  cnp.ndarray exact) -> bool:
+        """Core.grad_rows (the same arguments and results, bit for bit), W rows at a time by
+        the lane code; a group that gives up, and the rows after the last whole group, run
+        one by one by core's scalar native code.  False (nothing run) as Core.grad_rows."""
+        cdef VM* vm = &core.vm
+        cdef i64 B = rows.shape[0], b, b0, c, j, nr = row_addrs.shape[0]
+        cdef i64 nwrt = wrt_addrs.shape[0], W = self.width
+        cdef i64 nw = vm.const_lo
+        cdef int rc = 0
+        cdef cnp.ndarray ws = np.empty(nw + 1, dtype=np.int64)
+        cdef i64* rp = _ptr(rows)
+        cdef double* op = <double*>cnp.PyArray_DATA(out)
+        cdef i64* lp = _ptr(loss)
+        cdef i64* sp = _ptr(status)
+        cdef native_fn fwd = core.nat_fwd, bwd = core.nat_bwd
+        cdef native_fn lfwd = self.fwd, lbwd = self.bwd
+        cdef LaneGroup* lg = &self.lg
+        cdef i64* image
+        cdef i64* da
+        cdef i64* dw
+        cdef i64* ra
+        cdef i64* wa
+        cdef i64* wsp
+        cdef i64* ex
+        cdef i64 nd = def_addrs.shape[0], nex = exact.shape[0]
+        cdef bint lanes
+        if fwd == NULL or vm.brk != NULL or vm.n_watch != 0:
+            return False
+        if not (rows.flags.c_contiguous and out.flags.c_contiguous and rows.ndim == 2 and
+                rows.shape[1] == nr and out.shape[0] == B and out.shape[1] == nwrt and
+                loss.shape[0] == B and status.shape[0] == B and rows.dtype == np.int64 and
+                out.dtype == np.float64 and loss.dtype == np.int64 and
+                status.dtype == np.int64 and def_addrs.dtype == np.int64 and
+                def_words.dtype == np.int64 and row_addrs.dtype == np.int64 and
+                wrt_addrs.dtype == np.int64 and exact.dtype == np.int64):
+            raise ValueError("grad_rows: arrays of the wrong shape or type")
+        if core._duals is None:
+            core.set_ad(_AD_ADJ)
+        self._alloc(vm)
+        image, da, dw, ra = _ptr(core.static_image), _ptr(def_addrs), _ptr(def_words), \
+            _ptr(row_addrs)
+        wa, wsp, ex = _ptr(wrt_addrs), _ptr(ws), _ptr(exact)
+        lanes = vm.n_static + vm.fn_fsize[vm.main] <= lg.cells
+        with nogil:
+            if lanes:                       # the start image with the defaults, in W lanes
+                for c in range(vm.n_static):
+                    for j in range(W):
+                        lg.image[c * W + j] = image[c]
+                for c in range(nd):
+                    for j in range(W):
+                        lg.image[da[c] * W + j] = dw[c]
+            b0 = 0
+            while b0 < B:
+                if lanes and b0 + W <= B:
+                    rc = grad_group(vm, lg, lfwd, lbwd, of_addr, ra, rp + b0 * nr, nr, wa,
+                                    nwrt, op + b0 * nwrt, lp + b0, sp + b0, nw, ex, nex)
+                    if rc == 2:
+                        break
+                    if rc == 0:
+                        self.groups += 1
+                        b0 += W
+                        continue
+                    self.bails += 1
+                for b in range(b0, min(b0 + W, B)):
+                    rc = grad_row(vm, image, fwd, bwd, of_addr, da, dw, nd, ra, rp + b * nr, nr,
+                                  wa, nwrt, op + b * nwrt, lp + b, wsp, nw, ex, nex)
+                    if rc == 2:
+                        break
+                    sp[b] = rc
+                if rc == 2:
+                    break
+                b0 += W
+        if rc == 2:
+            PyErr_CheckSignals()
+            raise KeyboardInterrupt
+        return True
+
+
 cdef dict _NO_INPUTS = {}
 
 

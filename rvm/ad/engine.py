@@ -48,7 +48,7 @@ from ..errors import RVMError
 from ..machine import Machine
 from ..program import Program
 from ..values import decode, decode_array
-from . import native_tangent
+from . import native_lanes, native_tangent
 
 __all__ = ["BatchError", "Derivatives", "NotDifferentiable", "NonFiniteDerivative",
            "ReleasedTangentWarning",
@@ -1038,7 +1038,11 @@ class GradFn(_core.GradFnBase):
         The rows run as native code (compiled now if it is not yet; a program it does not
         cover runs row by row, interpreted) without the GIL, in contiguous chunks over
         `threads` threads (default: the machine's cores, at most one per 64 rows), each on a
-        machine of its own (made on first use and kept).  A row the native code hands back
+        machine of its own (made on first use and kept).  Once the program's lane library is
+        built (the first batch starts its build in the background; `compile_batch` builds it
+        now), each thread runs its rows W at a time, every cell a vector of W values
+        (rvm/native/lanes.py; `batch_native` says how rows run); a group of W rows whose
+        branches, indices or traps differ runs one row at a time.  A row the native code hands back
         runs interpreted; one that traps raises BatchError naming its row (lane) with the
         error, and carries every other row's result (the failed rows' values are nan).
         Threads sharing one GradFn may call batch at once: the calls take turns, and
@@ -1104,21 +1108,51 @@ class GradFn(_core.GradFnBase):
         in_addrs, def_words, row_addrs, rows = words
         B = rows.shape[0]
         bounds = chunks(B, threads)
+        lanes = native_lanes.ready(self.program)         # W rows at a time (issue 16)
+        if lanes is not None:
+            bounds = native_lanes.bounds(bounds, lanes.width)
         k = len(bounds) - 1
         loss = np.zeros(B, dtype=np.int64)
         runners = [self._batch_runner(i) for i in range(k)]
         wrt_addrs = runners[0]._fast_args()[3]
         exact = runners[0]._exact_addrs()
         of = runners[0].of.addr
+        rows_by = [r.core for r in runners] if lanes is None else \
+            [self._lane_rows(i, lanes) for i in range(k)]
 
         def work(i: int) -> None:
             lo, hi = bounds[i], bounds[i + 1]
-            runners[i].core.grad_rows(of, in_addrs, def_words, row_addrs, rows[lo:hi],
-                                      wrt_addrs, out[lo:hi], loss[lo:hi], status[lo:hi], exact)
+            args = (of, in_addrs, def_words, row_addrs, rows[lo:hi], wrt_addrs, out[lo:hi],
+                    loss[lo:hi], status[lo:hi], exact)
+            if lanes is None:
+                runners[i].core.grad_rows(*args)
+            else:
+                rows_by[i].grad_rows(runners[i].core, *args)
 
         in_threads(work, k)
         self.last_batch_loss = np.array(decode_array(runners[0].of_type, loss,
                                                      self.program.fraction_bits), np.float64)
+
+    def _lane_rows(self, k: int, lanes: Any) -> Any:
+        """The k-th batch machine's lane runner (its lane buffers), made on first use."""
+        got = self.__dict__.setdefault("_lane_runners", [])
+        while len(got) <= k:
+            got.append(_core.LaneRows(lanes.lib, lanes.forward, lanes.backward, lanes.width))
+        return got[k]
+
+    def compile_batch(self) -> str:
+        """Build the lane library of `batch` now (rvm/native/lanes.py: the gradient over W
+        rows at once), or wait for the build the first batch started; returns how batches
+        run (`batch_native`).  Raises rvm.native.Unsupported or BuildError when it cannot be
+        built (batches then run a row at a time, as without it)."""
+        native_lanes.build_now(self.program)
+        return self.batch_native
+
+    @property
+    def batch_native(self) -> str:
+        """How `batch` runs the native rows: W at a time ("8 lanes (...)"), or why a row at
+        a time ("not built yet", "off", "one row at a time: why")."""
+        return native_lanes.status(self.program)
 
     def _refuse(self, e: Exception) -> None:
         with self._lanes_lock:

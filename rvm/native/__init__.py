@@ -20,12 +20,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import tangent
+from . import lanes, tangent
 from .build import BuildError, build, cache_dir, compiler
 from .codegen import ABI, Unsupported, generate
 
 __all__ = ["Native", "BuildError", "Unsupported", "compile_program", "compile_tangent",
-           "for_program", "cache_dir", "compiler", "generate"]
+           "compile_lanes", "for_program", "cache_dir", "compiler", "generate"]
 
 
 @dataclass
@@ -44,6 +44,8 @@ class Native:
     # "gradient": the addresses of the cells whose gradient its sweep gives (compile_program's
     # wrt); None: any differentiable global's
     wrt: frozenset[int] | None = None
+    width: int = 0            # "lanes": the batch rows per group (forward/backward are
+                              # rvm_native_forward_w and rvm_native_backward_wa)
 
     def install(self, core) -> bool:
         """Make `core.gradient` (for "tangent": with tangents, and `core.tangent_run`) run
@@ -88,6 +90,19 @@ def compile_tangent(program) -> Native:
                          "rvm_native_forward_vt", "rvm_native_backward_vat")]
     return Native(lib, path, addr[0], addr[1], built, time.perf_counter() - t0, "tangent",
                   lanes=(addr[2], addr[3]))
+
+
+def compile_lanes(program) -> Native:
+    """compile_program for batches (rvm/native/lanes.py): the gradient over W rows at once,
+    built for this machine's CPU (its vector width)."""
+    t0 = time.perf_counter()
+    lib, path, built = build(lanes.generate(program), for_cpu=True, extra=lanes.FLAGS)
+    if lib.rvm_native_abi() != ABI:
+        raise BuildError(f"{path}: built for another rvm (ABI {lib.rvm_native_abi()})")
+    addr = [ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
+            for name in ("rvm_native_forward_w", "rvm_native_backward_wa")]
+    return Native(lib, path, addr[0], addr[1], built, time.perf_counter() - t0, "lanes",
+                  width=lib.rvm_lanes_width())
 
 
 def for_program(program) -> Native:

@@ -94,14 +94,15 @@ def _key(source: str, cc: str, flags: list[str] | None = None, arch: str = "") -
     return h.hexdigest()[:24]
 
 
-def build(source: str | list[str], for_cpu: bool | Sequence[bool] = False
-          ) -> tuple[ctypes.CDLL, Path, bool]:
+def build(source: str | list[str], for_cpu: bool | Sequence[bool] = False,
+          extra: Sequence[str] = ()) -> tuple[ctypes.CDLL, Path, bool]:
     """(the loaded library, its path, whether it was compiled now rather than cached).
     source: the C, or the C of several translation units, compiled at once (one compiler
     process each: a big library builds in about the time of its biggest part, given the
     cores) and linked into one library.  for_cpu: built for this machine's CPU
     (cflags.ARCH), where the compiler takes it; one flag for every part, or one per part (the
-    tangent library's lanes gain from AVX; its scalar modes ran 2x slower VEX-encoded on T2)."""
+    tangent library's lanes gain from AVX; its scalar modes ran 2x slower VEX-encoded on T2).
+    extra: more compiler flags for every part (in the cache key too)."""
     cc = compiler()
     if cc is None:
         raise BuildError("no C compiler found (set CC)")
@@ -110,8 +111,8 @@ def build(source: str | list[str], for_cpu: bool | Sequence[bool] = False
     if len(cpu) != len(parts):
         raise ValueError("for_cpu: one flag per part")
     arch_list, arch = arch_flags(cc) if any(cpu) else ([], "")
-    flags = FLAGS + (arch_list if all(cpu) else [])
-    part_flags = [FLAGS + (arch_list if c else []) for c in cpu]
+    flags = FLAGS + list(extra) + (arch_list if all(cpu) else [])
+    part_flags = [FLAGS + list(extra) + (arch_list if c else []) for c in cpu]
     if arch and not all(cpu):
         arch += " parts " + "".join("1" if c else "0" for c in cpu)
     out_dir = cache_dir()

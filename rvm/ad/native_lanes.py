@@ -1,0 +1,101 @@
+"""When GradFn.batch runs W rows at once (the batch lanes, rvm/native/lanes.py).
+
+The lane library of a Program (its gradient over W batch rows, every cell a vector of W
+values) is built once per Program and shared by every GradFn and thread of it.  It is built
+lazily: the first `f.batch` of a program starts the build in a thread (a few seconds of gcc;
+the disk cache makes later processes find it at once) and runs its rows one at a time, as
+batches do without it; once the library is there, batches run W rows at a time.
+`GradFn.compile_batch()` builds it now (or waits for the build under way).  RVM_NATIVE=0 or
+RVM_NATIVE_LANES=0 turns the lanes off; results are bit for bit the same either way.
+"""
+from __future__ import annotations
+
+import os
+import threading
+import weakref
+from typing import Any
+
+
+class _State:
+    """One Program's lane library: the built code, or why there is none."""
+
+    def __init__(self) -> None:
+        self.native: Any = None             # rvm.native.Native (kind "lanes")
+        self.why: str | None = None         # why there is none (Unsupported, BuildError)
+        self.thread: threading.Thread | None = None
+
+
+_states: dict[int, _State] = {}
+_lock = threading.Lock()
+
+
+def _state(program: Any) -> _State:
+    with _lock:
+        st = _states.get(id(program))
+        if st is None:
+            st = _states[id(program)] = _State()
+            weakref.finalize(program, _states.pop, id(program), None)
+        return st
+
+
+def off() -> bool:
+    """The lanes are turned off (RVM_NATIVE=0 or RVM_NATIVE_LANES=0)."""
+    return os.environ.get("RVM_NATIVE") == "0" or os.environ.get("RVM_NATIVE_LANES") == "0"
+
+
+def _build(program: Any, st: _State) -> None:
+    from .. import native
+    try:
+        st.native = native.compile_lanes(program)
+    except (native.Unsupported, native.BuildError, OSError) as e:
+        st.why = f"one row at a time: {e}"
+
+
+def ready(program: Any) -> Any:
+    """The program's lane library (rvm.native.Native) if it is built, else None; the first
+    call starts its build in the background."""
+    if off():
+        return None
+    st = _state(program)
+    if st.native is None and st.why is None:
+        with _lock:
+            if st.thread is None:
+                st.thread = threading.Thread(target=_build, args=(program, st), daemon=True,
+                                             name="rvm-native-lanes-build")
+                st.thread.start()
+    return st.native
+
+
+def build_now(program: Any) -> Any:
+    """The program's lane library, built now (or the background build waited for); raises
+    rvm.native.Unsupported or BuildError when it cannot be built."""
+    from .. import native
+    st = _state(program)
+    with _lock:
+        thread = st.thread
+    if thread is not None:
+        thread.join()
+    if st.native is None:
+        st.native = native.compile_lanes(program)
+        st.why = None
+    return st.native
+
+
+def status(program: Any) -> str:
+    """How GradFn.batch runs the program's rows: "W lanes (library, built/cached in s)",
+    "not built yet", "off" or "one row at a time: why"."""
+    if off():
+        return "off"
+    st = _state(program)
+    if st.native is not None:
+        n = st.native
+        return (f"{n.width} lanes ({n.path.name}, {'built' if n.built else 'cached'} in "
+                f"{n.seconds:.2f} s)")
+    return st.why or "not built yet"
+
+
+def bounds(b: list[int], width: int) -> list[int]:
+    """Thread chunk bounds (api.chunks) moved down to multiples of the lane width, so that
+    every chunk but the last is whole groups of rows."""
+    out = [b[0]] + [x - x % width for x in b[1:-1]] + [b[-1]]
+    return [x for i, x in enumerate(out) if i == 0 or x > out[i - 1]]

@@ -1,0 +1,438 @@
+"""Program -> C for batches: the gradient's forward run and adjoint sweep over W batch rows at
+once (GradFn.batch, issue 16), every cell a vector of W values.
+
+The code is codegen.py's (the same rows, checks, calls, value updates and adjoint rules; see
+its docstring) with every cell, adjoint and value-stack slot held as W lanes, lane-minor: row
+j's value of cell c is st->mem[c * W + j] (its adjoint st->adj[c * W + j], stack slot s's
+st->stack[s * W + j]), so that each row's update is one loop over the lanes that gcc
+vectorizes (elementwise IEEE + - * / sqrt, the same correctly rounded numbers; a library
+function such as exp stays the scalar libm call per lane).  Each lane does the scalar code's
+arithmetic in its order, so every row's values, gradient and steps are those of its single
+call, bit for bit.
+
+Control flow and addresses are shared by the W rows (one program counter, one frame pointer,
+one value-stack pointer): a condition is evaluated on every lane and the group gives up
+(BAIL) when the lanes disagree; an index gives up unless its cell's W values are one value;
+the checks on addresses (bounds, alias, call arguments) are made once.  A check on a lane's
+data (an arithmetic trap, a cell that must be zero, an assertion) sets the lane's bad_
+word, which the function reads at every taken jump and at its return, and gives up there
+(until then the lane computes on: every address is still checked and a loop still ends).
+The caller then runs each row of the group through the scalar native code (rvm/_batch.pxi:
+grad_group, grad_row), which reports a row's trap as today.  Nothing is promoted to C
+locals: a cell's lanes live in memory (L1) and each row loads and stores them.
+
+The loops are `omp simd` (-fopenmp-simd: gcc vectorizes them whatever its cost model says,
+and no lane depends on another) under tangent.LANE_OPTIONS and FLAGS.
+"""
+from __future__ import annotations
+
+from isa.cgen import distinct_pairs, func_name, has_body, operand_names
+from isa.derivatives import PF_FN1, PF_FN2, PF_MUL, PF_NONE, PF_ONE, RULES, pf_id
+from isa.program import MODE_G, MODE_L, MODE_N, MODE_P, MODE_X
+
+from .codegen import (
+    _COVERED,
+    ABI_FN,
+    ANY,
+    PRELUDE,
+    Ref,
+    Unsupported,
+    _Fn,
+    functions,
+    lit,
+)
+from .tangent import LANE_OPTIONS
+
+# batch rows per group: 8 doubles are one AVX-512 vector, two AVX2 ones
+W = 8
+
+# gcc takes these from the command line only (in `#pragma GCC optimize` it still gave sqrt an
+# errno branch, which kept the rows' loops from vectorizing): no errno, so sqrt is the one
+# instruction (the same correctly rounded value) and a libm call a plain call; no trapping
+# math, so a loop's branches become selects (no flag is read).  Neither changes a number.
+FLAGS = ("-fno-math-errno", "-fno-trapping-math", "-fopenmp-simd")
+
+# AVX-512: one 8-lane row per vector (gcc's tuning for these CPUs prefers 256 bits; T6 per
+# point, one thread: 512 bits 1.6x faster)
+TARGET = """\
+#if defined(__AVX512F__)
+#pragma GCC target("prefer-vector-width=512")
+#endif
+"""
+
+J = "__j"                       # the lane index in a row's loop
+LOOP = f'_Pragma("omp simd") for (i64 {J} = 0; {J} < W; {J}++)'
+
+HEAD = f"""\
+#define W {W}
+/* rvm_uniform: the W lanes of the cell at p hold one value (an index, a loop counter, a
+   condition); rvm_failed: some lane of bad_ is not 0 (a lane's check failed).  With AVX-512
+   or AVX2 each is a few vector instructions (an |= chain over the lanes, read back from a
+   vector store, cost more than the row it checked) */
+#if defined(__AVX512F__) && W == 8
+#include <immintrin.h>
+static inline int rvm_uniform(const i64* p) {{
+    return _mm512_cmpneq_epi64_mask(_mm512_loadu_si512(p), _mm512_set1_epi64(p[0])) == 0;
+}}
+static inline int rvm_failed(const i64* p) {{
+    __m512i v = _mm512_loadu_si512(p); return _mm512_test_epi64_mask(v, v) != 0;
+}}
+#elif defined(__AVX2__) && W == 8
+#include <immintrin.h>
+static inline int rvm_uniform(const i64* p) {{
+    __m256i b = _mm256_set1_epi64x(p[0]);
+    __m256i d = _mm256_or_si256(_mm256_xor_si256(_mm256_loadu_si256((const __m256i*)p), b),
+                                _mm256_xor_si256(_mm256_loadu_si256((const __m256i*)(p + 4)), b));
+    return _mm256_testz_si256(d, d);
+}}
+static inline int rvm_failed(const i64* p) {{
+    __m256i d = _mm256_or_si256(_mm256_loadu_si256((const __m256i*)p),
+                                _mm256_loadu_si256((const __m256i*)(p + 4)));
+    return !_mm256_testz_si256(d, d);
+}}
+#else
+static inline int rvm_uniform(const i64* p) {{
+    i64 d = 0; for (int j = 1; j < W; j++) d |= p[j] ^ p[0]; return d == 0;
+}}
+static inline int rvm_failed(const i64* p) {{
+    i64 d = 0; for (int j = 0; j < W; j++) d |= p[j]; return d != 0;
+}}
+#endif
+int rvm_lanes_width(void) {{ return W; }}
+"""
+
+
+class LRef(Ref):
+    """A cell operand over the lanes: `addr`, its scalar address (None for a constant's
+    literal or a parameter's length, the same in every lane); val and the adjoint are lane
+    J's lvalues."""
+
+    def __init__(self, addr: str | None, val: str, lo: int, hi: int, ptr: str | None = None):
+        adj = {"A": f"AV[({addr}) * W + {J}]"} if addr is not None else {}
+        super().__init__(ptr or f"(M + {addr})", val, adj, lo, hi)
+        self.addr = addr
+
+    def lane0(self) -> str:
+        return self.val.replace(J, "0")
+
+    def bound(self, k: int, pre: list[str]) -> LRef:
+        """The same cell through pointers to its lanes declared in `pre` (q<k>, its values,
+        and a<k>, its adjoints): the row's loop then indexes them by the lane alone, an
+        address gcc sees is the same in every lane."""
+        if self.addr is None and "A" not in self.duals:
+            return self
+        r = LRef(self.addr, self.val, self.lo, self.hi, self.ptr)
+        r.duals = dict(self.duals)
+        if self.addr is not None:
+            pre.append(f"i64* const q{k} = MV + ({self.addr}) * W;")
+            r.val = f"q{k}[{J}]"
+        if "A" in self.duals:
+            a = self.duals["A"]
+            base = a[len("AV["):-len(f" * W + {J}]")]
+            pre.append(f"double* const a{k} = AV + {base} * W;")
+            r.duals = {"A": f"a{k}[{J}]"}
+        r.adj = r.duals["A"]
+        return r
+
+
+def fill(text: str, refs: list[Ref]) -> str:
+    """A lane statement with its cells' lane words for @0@, @1@, ... and the lane for @J@."""
+    for i, r in enumerate(refs):
+        text = text.replace(f"@{i}@", r.val)
+    return text.replace("@J@", J)
+
+
+def lane_val(addr: str) -> str:
+    return f"MV[({addr}) * W + {J}]"
+
+
+class _BatchFn(_Fn):
+    """A function's C over W batch rows: rules False, the forward run; True, the sweep with
+    the adjoint rules."""
+
+    MODES = {False: ((), "w"), True: (("A",), "wa")}
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.promoted, self.dbl = set(), set()      # every cell's lanes stay in memory
+        self.nc = self.nq = 0
+
+    # -- operands ----------------------------------------------------------------------------
+    def direct(self, w: int) -> Ref:
+        m, v = w & 7, w >> 3
+        if m == MODE_G or m == MODE_L:
+            a = f"{v}" if m == MODE_G else f"fp + {v}"
+            lo = v if m == MODE_G else ANY + v
+            if m == MODE_G and v in self.consts:     # never written: its word is a literal
+                r = LRef(a, lit(self.consts[v]), lo, lo + 1)
+                r.duals = {"A": f"AV[({a}) * W + {J}]"}
+                r.addr = None
+                return r
+            return LRef(a, lane_val(a), lo, lo + 1)
+        if m == MODE_P:
+            lo, hi = self.reach[v]
+            return LRef(f"pa[{v}]", lane_val(f"pa[{v}]"), lo, hi)
+        raise Unsupported(f"operand mode {m}")
+
+    def uniform(self, ref: Ref, pc: int, pre: list[str]) -> str:
+        """The one value of an int cell read as an address or length (its lane 0), with the
+        check that every lane holds it."""
+        if not isinstance(ref, LRef) or ref.addr is None:
+            return ref.val
+        pre.append(f"if (!rvm_uniform(MV + ({ref.addr}) * W)) BAIL({pc});")
+        return ref.lane0()
+
+    def cell(self, w: int, pc: int, pre: list[str]) -> tuple[Ref, Ref | None]:
+        m = w & 7
+        if m == MODE_N:                                # a parameter's length: read-only
+            r = LRef(None, f"pl[{w >> 3}]", -3, -2, ptr=f"(pl + {w >> 3})")
+            return r, None
+        if m != MODE_X:
+            return self.direct(w), None
+        x = self.p.xtab[w >> 3]
+        self.nx += 1
+        v, ln = f"x{self.nx}", f"n{self.nx}"
+        bm, bp = x.base & 7, x.base >> 3
+        if bm == MODE_P:
+            base, (lo, hi) = f"pa[{bp}]", self.reach[bp]
+            length = f"pl[{bp}]" if x.length < 0 else \
+                f"({x.length}LL > pl[{bp}] ? pl[{bp}] : {x.length}LL)"
+        else:
+            base = f"{bp}" if bm == MODE_G else f"fp + {bp}"
+            lo = bp if bm == MODE_G else ANY + bp
+            hi, length = lo + x.length, f"{x.length}LL"
+        if (x.index & 7) == MODE_N:
+            idx = None
+            ival = f"pl[{x.index >> 3}]"
+        else:
+            idx = self.direct(x.index)
+            ival = self.uniform(idx, pc, pre)
+        pre.append(f"i64 {v} = {ival}; i64 {ln} = {length}; "
+                   f"if ((u64){v} >= (u64){ln}) BAIL({pc});")
+        a = f"{base} + {v}"
+        return LRef(a, lane_val(a), lo, hi), idx
+
+    # -- rows --------------------------------------------------------------------------------
+    def lanes(self, stmts: list[str]) -> str:
+        """The statements in a loop over the lanes.  A lane's failed check (a trap code, a
+        cell not zero) goes into its bad_, which the function reads at each taken jump and
+        at its return: until then a lane that failed computes on (what it computes is
+        thrown away), every address stays checked, and the loop has no branch out."""
+        if not stmts:
+            return ""
+        return f"{LOOP} {{ double cs[2]; (void)cs; {' '.join(stmts)} }}"
+
+    def bind(self, refs: list[Ref], pre: list[str]) -> list[Ref]:
+        out = []
+        for r in refs:
+            if isinstance(r, LRef):
+                self.nq += 1
+                r = r.bound(self.nq, pre)
+            out.append(r)
+        return out
+
+    def cond(self, c, pc: int, pre: list[str]) -> str:
+        """The condition's one value over the lanes: lane 0's, after the check that every
+        lane agrees (a group whose rows branch differently gives up)."""
+        if (c[1] & 15) == 0:
+            return "1"
+        a, _ = self.cell(int(c[2]), pc, pre)
+        b, _ = self.cell(int(c[3]), pc, pre)
+        a, b = self.bind([a, b], pre)
+        e = self.compare(int(c[1]), a, b)
+        if J not in e:
+            return e
+        self.nc += 1
+        k = f"c{self.nc}"
+        pre.append(f"i64 {k}[W]; {LOOP} {k}[{J}] = ({e}); "
+                   f"if (!rvm_uniform({k})) BAIL({pc});")
+        return f"{k}[0]"
+
+    def frame_check(self, pc: int) -> str:
+        """At the return: no lane failed a check, and the frame is zero in every lane."""
+        out = f"if (rvm_failed(bad_)) BAIL({pc});"
+        if self.fs:
+            out += f" if (rvm_any(MV + (fp) * W, {self.fs} * W)) BAIL({pc});"
+        return out
+
+    def row(self, pc: int) -> None:
+        c = [int(v) for v in self.code[pc]]
+        op = self.ops[c[0]]
+        fam = op.family
+        if fam not in _COVERED:
+            raise Unsupported(f"pc {pc}: `{op.name}`")
+        if fam in ("end", "begin", "join"):
+            super().row(pc)                    # (cond, frame_check: the lanes' forms)
+            return
+        if fam == "jmp":                       # a taken jump reads bad_ (a loop ends)
+            t = c[4]
+            if not (min(self.begin, self.end) < t <= max(self.begin, self.end)):
+                raise Unsupported(f"pc {pc}: a jump out of the function")
+            pre: list[str] = []
+            cond = self.cond(c, pc, pre)
+            target = f"J{t}" if self.ops[int(self.code[t][0])].family == "join" else f"L{t}"
+            self.emit(f"L{pc}: {{ n++; {' '.join(pre)} if ({cond}) {{ "
+                      f"if (rvm_failed(bad_)) BAIL({pc}); POLL({t}); goto {target}; }} }}")
+            return
+        if fam in ("call", "uncall"):
+            self.emit(f"L{pc}: {{ n++; " + " ".join(self.call(c, fam == "call", pc)) + " }")
+            return
+        if fam == "assert":                    # every lane's condition holds
+            pre = []
+            if (c[1] & 15) == 0:
+                self.emit(f"L{pc}: {{ n++; }}")
+                return
+            a, _ = self.cell(int(c[2]), pc, pre)
+            b, _ = self.cell(int(c[3]), pc, pre)
+            a, b = self.bind([a, b], pre)
+            e = self.compare(int(c[1]), a, b)
+            self.emit(f"L{pc}: {{ n++; {' '.join(pre)} "
+                      f"{self.lanes([f'bad_[{J}] |= !({e});'])} }}")
+            return
+        pre = []
+        cslots = [1 + i for i, k in enumerate(op.operands) if k in ("y", "a")]
+        slots = [op.operands[s - 1] for s in cslots]
+        ptr, idx = [], []
+        for s in cslots:
+            p, i = self.cell(c[s], pc, pre)
+            ptr.append(p)
+            idx.append(i)
+        body = list(pre)
+        for s, k in enumerate(slots):          # an indexed operand's index is not written
+            if k == "y":
+                for i in idx:
+                    if i is not None and ptr[s].same(i) is not None:
+                        body.append(f"if ({ptr[s].same(i)}) BAIL({pc});")
+        scalar, lane, post = self.lane_value(op, c, ptr, pc)
+        body += scalar
+        P = self.bind(ptr, body)
+        lane = [fill(ln, P) for ln in lane]
+        if self.rules:
+            lane += self.rule(op, c, P, pc)
+        body.append(self.lanes(lane))
+        body += post
+        self.emit(f"L{pc}: {{ n++; " + " ".join(body) + " }")
+
+    def lane_value(self, op, c, P, pc: int) -> tuple[list[str], list[str], list[str]]:
+        """(scalar C before the lane loop, the lane loop's statements, scalar C after it) of
+        the row's value update: codegen's value() per lane, a failed check or a trapping
+        update setting its bad_.  The lane statements name the cells @0@, @1@, ... and the
+        lane @J@ (filled in by row, `fill`)."""
+        if has_body(op):
+            names = operand_names(op)
+            kinds = list(op.operands)
+            cell = dict(zip([n for n, k in zip(names, kinds) if k in ("y", "a")], P))
+            slot = {n: f"@{i}@" for i, n in
+                    enumerate(n for n, k in zip(names, kinds) if k in ("y", "a"))}
+            scalar = []
+            for p, q in distinct_pairs(op):          # the dispatch loop's alias trap
+                same = cell[p].same(cell[q])
+                if same is not None:
+                    scalar.append(f"if ({same}) BAIL({pc});")
+            decl, args, store = [], [], []
+            for i, (kind, name) in enumerate(zip(kinds, names)):
+                if kind == "y":
+                    decl.append(f"i64 w_{name} = {slot[name]};")
+                    args.append(f"&w_{name}")
+                    store.append(f"{slot[name]} = w_{name};")
+                elif kind == "a":
+                    args.append(slot[name])
+                else:
+                    args.append(lit(c[i + 1]))
+            args += [str(self.F), "cs"]
+            return scalar, ["{ " + " ".join(decl) + f" bad_[@J@] |= {func_name(op)}"
+                            f"({', '.join(args)}); " + " ".join(store) + " }"], []
+        if op.family == "push":                 # the cell's words onto the stack, the cell 0
+            return ([f"if (st->sp >= st->stack_cap) BAIL({pc}); const i64 sp_ = st->sp++; "
+                     "if (st->sp > st->peak_sp) st->peak_sp = st->sp;"],
+                    ["SV[sp_ * W + @J@] = @0@; @0@ = 0;"], [])
+        if op.family == "pop":                  # a zero cell takes the top words
+            return ([f"if (st->sp == 0) BAIL({pc}); const i64 sp_ = --st->sp;"],
+                    ["bad_[@J@] |= @0@ != 0; @0@ = SV[sp_ * W + @J@];"], [])
+        if op.family in ("alloc", "free"):
+            return [], ["bad_[@J@] |= @0@ != 0;"], []
+        if op.family == "nop":
+            return [], [], []
+        raise Unsupported(f"pc {pc}: `{op.name}` has no C case")   # pragma: no cover
+
+    def rule(self, op, c, P, pc: int) -> list[str]:
+        """codegen's adjoint rule per lane; the update rules' adjoint steps branch-free
+        (rvm_ad_sub_nz: the same numbers as rvm_ad_mul and rvm_ad_update, in their order),
+        so that the loop vectorizes."""
+        rule = RULES[op.name]
+        if rule is None:
+            return []
+        D = [r.adj for r in P]
+        s = rule.sign
+        if rule.kind == "move":                 # the adjoint goes with the word
+            if op.family == "push":
+                return [f"rvm_ad_push(&{D[0]}, &SA[sp_ * W + {J}]);"]
+            return [f"rvm_ad_pop(&SA[sp_ * W + {J}], &{D[0]});"]
+        if rule.kind != "update":
+            return super().rule(op, c, P, pc)
+        pf = pf_id(op)
+        if pf in (PF_NONE, PF_ONE):
+            return super().rule(op, c, P, pc)
+        t = op.types[0] if op.types else None
+        sty = op.types[1] if len(op.types) > 1 else t
+        if pf == PF_MUL:
+            return [f"{{ const double yb = {D[0]}, va = {self.real(P[1], sty)}, "
+                    f"vb = {self.real(P[2], sty)}; rvm_ad_sub_nz({s}.0, vb, yb, &{D[1]}); "
+                    f"rvm_ad_sub_nz({s}.0, va, yb, &{D[2]}); }}"]
+        if pf >= PF_FN2:
+            ib = 2
+        elif pf >= PF_FN1:
+            ib = 1
+        else:
+            ib = 2
+        return [f"{{ rvm_dual dx0, dx1, dd[2]; dx0.v = {self.real(P[1], sty)}; dx0.t = 0.0; "
+                f"dx1.v = {self.real(P[ib], sty)}; dx1.t = 0.0; "
+                f"{self.partials_inline(op, c)} const double yb = {D[0]}; "
+                f"if (np > 0) rvm_ad_sub_nz({s}.0, dd[0].v, yb, &{D[1]}); "
+                f"if (np > 1) rvm_ad_sub_nz({s}.0, dd[1].v, yb, &{D[ib]}); }}"]
+
+    def call(self, c, forward: bool, pc: int) -> list[str]:
+        out = super().call(c, forward, pc)
+        g = self.p.functions[self.p.callsites[c[1]].func]
+        nfp = f"fp + {self.fs}"
+        scalar = f"memset(A + {nfp}, 0, {g.frame_size} * sizeof(double));"
+        lanes = f"memset(AV + ({nfp}) * W, 0, {g.frame_size} * W * sizeof(double));"
+        return [lanes if s == scalar else s for s in out]
+
+    def locals(self) -> list[str]:
+        return ["i64* const MV = st->mem; double* const AV = st->adj; "
+                "i64* const SV = st->stack; double* const SA = st->sadj; "
+                "(void)MV; (void)AV; (void)SV; (void)SA; "
+                "i64 bad_[W]; memset(bad_, 0, sizeof bad_);"]
+
+
+def entries(program, variants: list[tuple[str, str, bool, str]]) -> str:
+    """codegen.entries over the lanes: each entry clears main's frame adjoints (all W lanes)
+    when asked, enters main and adds the steps."""
+    fp, fs = program.n_static, program.functions[program.main].frame_size
+    out = ["static const i64 rvm_no_params[1] = {0};"]
+    for name, fn, clear, what in variants:
+        out.append(f"i64 {name}(rvm_ns* st) {{   /* {what} */\n"
+                   "    i64 n = st->steps + 1, rc;\n"
+                   "    st->stack_low = rvm_stack_low();\n" +
+                   (f"    memset(st->adj + {fp} * W, 0, {fs} * W * sizeof(double));\n"
+                    if clear else "") +
+                   f"    rc = {fn}(st, {fp}, rvm_no_params, rvm_no_params, 1, 0, &n);\n"
+                   "    st->steps = n; return rc;\n}")
+    return "\n" + "\n".join(out) + "\n"
+
+
+def generate(program) -> str:
+    """The C of `program`'s gradient over W batch rows: rvm_native_forward_w (the forward run,
+    W rows at once, from the lane state the caller set up) and rvm_native_backward_wa (the
+    adjoint sweep from main's end), and rvm_lanes_width() (W).  Raises Unsupported for what
+    codegen.py does not cover."""
+    main = program.main
+    protos, bodies = functions(program, {(main, 1, False): "main_fw", (main, -1, True): "main_bwa"},
+                               _BatchFn)
+    # LANE_OPTIONS (tangent.py): O3 vectorizes each row's loop over the lanes; no
+    # reassociation, -ffp-contract=off stays, so every lane's numbers are the scalar code's
+    return TARGET + LANE_OPTIONS + PRELUDE + HEAD + ABI_FN + "\n".join(protos) + "\n" + \
+        "".join(bodies) + entries(program, [
+            ("rvm_native_forward_w", "main_fw", False, "run main, W rows"),
+            ("rvm_native_backward_wa", "main_bwa", True, "from main's end with the rules on")])

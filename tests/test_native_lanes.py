@@ -1,0 +1,171 @@
+"""Batch lanes (issue 16, rvm/native/lanes.py): GradFn.batch runs W rows at once, every cell a
+vector of W values; each row's gradient, loss and trap are its single call's, bit for bit,
+with the lane library on and off.  Groups whose rows branch apart, index differently or trap
+give up and run one row at a time."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from test_kernels import TABLE_BODIES, TABLE_POOLS
+from test_native import table_program
+
+import rvm
+from isa.derivatives import DIFFERENTIABLE
+from isa.types import TYPE_NAMES
+from rvm import native
+from rvm.ad import BatchError
+from rvm.native import lanes
+
+pytestmark = pytest.mark.skipif(native.compiler() is None, reason="no C compiler")
+
+W = lanes.W
+
+SQRT = """
+input x: float = 1.0
+input a: float = 2.0
+input n: int = 1
+output y: float
+func main() {
+    for i in 0..n {
+        y += a * sqrt(x)
+    }
+}
+"""
+
+# the branch taken depends on the row's x: a group of rows on both sides gives up
+BRANCH = """
+input x: float = 1.0
+output y: float
+func main() {
+    if x > 0.0 {
+        y += x * x
+    } else {
+        y -= x
+    } fi x > 0.0
+}
+"""
+
+
+def single(prog, of, wrt, rows):
+    """The loop of single (interpreted) calls: each row's gradient dict, or its error."""
+    f = rvm.grad_fn(prog, of=of, wrt=wrt, native=False)
+    out = []
+    for r in rows:
+        try:
+            out.append(f(r))
+        except rvm.RVMError as e:
+            out.append(e)
+    return out
+
+
+def rows_of(inputs, B):
+    return [{k: (v[b] if np.ndim(v) and len(np.shape(v)) and np.shape(v)[0] == B else v)
+             for k, v in inputs.items()} for b in range(B)]
+
+
+def batch_vs_single(prog, of, wrt, inputs, B, threads=1):
+    """f.batch with the lane library against the loop of single calls: every good row's
+    gradient bit for bit, every trapping row reported with its error's type; returns the
+    lane runners' (groups, bails) and the rows that trapped."""
+    f = rvm.grad_fn(prog, of=of, wrt=wrt)
+    assert f.compile_batch().startswith(f"{W} lanes")
+    want = single(prog, of, wrt, rows_of(inputs, B))
+    bad = [b for b, w in enumerate(want) if isinstance(w, Exception)]
+    try:
+        got = f.batch(inputs, threads=threads)
+        assert bad == []
+    except BatchError as e:
+        assert sorted(e.errors) == bad
+        assert all(type(e.errors[b]) is type(want[b]) for b in bad)
+        got = e.results
+    names = list(got)
+    for b, w in enumerate(want):
+        if b in bad:
+            continue
+        for name in names:
+            assert np.asarray(got[name][b]).tobytes() == np.asarray(w[name], dtype=float).tobytes(), \
+                (b, name)
+    runners = f.__dict__.get("_lane_runners", [])
+    return sum(r.groups for r in runners), sum(r.bails for r in runners), bad
+
+
+@pytest.mark.parametrize("B,threads", [(8 * W, 1), (5 * W + 3, 1), (40 * W + 5, 2), (3, 1)])
+def test_petersen_batches_are_the_single_calls_bit_for_bit(B, threads):
+    """Whole groups, a remainder group (B not a multiple of W), two threads (chunks of whole
+    groups) and a batch smaller than one group."""
+    prog = rvm.assemble("programs/petersen.rasm")
+    X = np.random.default_rng(B).standard_normal((B, 40))
+    groups, bails, bad = batch_vs_single(prog, "loss", "x", {"x": X}, B, threads)
+    assert bad == [] and bails == 0 and groups == B // W
+
+
+def test_the_lanes_off_give_the_same_bits(monkeypatch):
+    prog = rvm.assemble("programs/petersen.rasm")
+    X = np.random.default_rng(3).standard_normal((3 * W + 1, 40))
+    f = rvm.grad_fn(prog, of="loss", wrt="x")
+    f.compile_batch()
+    on = f.batch({"x": X})["x"]
+    assert sum(r.groups for r in f.__dict__["_lane_runners"]) == 3
+    loss_on = f.last_batch_loss.copy()
+    monkeypatch.setenv("RVM_NATIVE_LANES", "0")
+    g = rvm.grad_fn(prog, of="loss", wrt="x")
+    assert g.batch_native == "off"
+    off = g.batch({"x": X})["x"]
+    assert "_lane_runners" not in g.__dict__
+    assert on.tobytes() == off.tobytes()
+    assert loss_on.tobytes() == g.last_batch_loss.tobytes()
+
+
+def test_groups_whose_rows_branch_apart_run_one_row_at_a_time():
+    prog = rvm.assemble(BRANCH)
+    # group 0: every x > 0; group 1: mixed (gives up); group 2: every x <= 0; then 2 more
+    x = np.concatenate([np.linspace(0.5, 4.0, W), np.linspace(-2.0, 2.0, W),
+                        -np.linspace(0.25, 3.0, W), [1.5, -1.5]])
+    groups, bails, bad = batch_vs_single(prog, "y", "x", {"x": x}, len(x))
+    assert (groups, bails, bad) == (2, 1, [])
+
+
+def test_a_trapping_row_makes_its_group_give_up_and_is_reported_by_its_index():
+    prog = rvm.assemble(SQRT)
+    x = np.linspace(1.0, 9.0, 3 * W)
+    x[W + 2] = -1.0                                       # in the second group
+    groups, bails, bad = batch_vs_single(prog, "y", "x,a", {"x": x, "a": 3.0}, 3 * W)
+    assert (groups, bails, bad) == (2, 1, [W + 2])
+
+
+def test_loop_counts_that_differ_give_up_and_shared_inputs_broadcast():
+    """n (a loop count) differs in the second group only; a (not batched) is every row's."""
+    prog = rvm.assemble(SQRT)
+    B = 2 * W + 1
+    x = np.linspace(0.5, 8.0, B)
+    n = np.full(B, 3)
+    n[W + 1] = 4
+    groups, bails, bad = batch_vs_single(prog, "y", "x,a", {"x": x, "a": 1.5, "n": n}, B)
+    assert (groups, bails, bad) == (1, 1, [])
+
+
+@pytest.mark.filterwarnings("ignore::rvm.ad.ReleasedTangentWarning")
+@pytest.mark.parametrize("t", sorted(TABLE_POOLS), ids=lambda t: TYPE_NAMES[t])
+def test_every_table_instruction_in_lanes(t):
+    """Every data instruction of the table with a target of type t, in one compiled program
+    (tests/test_native.py's): the rows vary the float inputs, so every lane computes other
+    numbers through the same path."""
+    cases = [c for c in TABLE_BODIES if c.op.operand_types[0] == t]
+    prog = rvm.assemble(table_program(cases))
+    wrt = ["e", "d", "t", "r", "m", "o"] + [g.name for g in prog.globals if g.name[0] == "y"
+                                            and g.type in DIFFERENTIABLE]
+    B = 2 * W
+    rng = np.random.default_rng(5)
+    inputs = {"n": 2, "e": 0.75 + 0.05 * rng.standard_normal(B),
+              "t": 0.6 + 0.05 * rng.standard_normal(B)}
+    assert batch_vs_single(prog, "loss", wrt, inputs, B) == (2, 0, [])
+
+
+def test_the_generated_code_is_one_loop_per_row_over_the_lanes():
+    """The lane code of a row: a loop over W lanes of the same op the scalar code calls,
+    the index and the branch read once, with the check that the lanes agree."""
+    src = lanes.generate(rvm.assemble(BRANCH))
+    assert f"#define W {W}" in src and "rvm_native_forward_w" in src
+    assert "rvm_native_backward_wa" in src
+    assert "rvm_op_addmul_f(" in src and "rvm_ad_sub_nz(" in src
+    assert src.count("rvm_uniform(c") >= 2           # the branch's condition, both ways
