@@ -1039,12 +1039,13 @@ class GradFn(_core.GradFnBase):
         cover runs row by row, interpreted) without the GIL, in contiguous chunks over
         `threads` threads (default: the machine's cores, at most one per 64 rows), each on a
         machine of its own (made on first use and kept).  Once the program's lane library is
-        built (the first batch starts its build in the background; `compile_batch` builds it
-        now), each thread runs its rows W at a time, every cell a vector of W values
-        (rvm/native/lanes.py; `batch_native` says how rows run); a group of W rows whose
-        branches, indices or traps differ runs one row at a time.  A row the native code hands back
-        runs interpreted; one that traps raises BatchError naming its row (lane) with the
-        error, and carries every other row's result (the failed rows' values are nan).
+        built (the first batch of 64 rows or more starts its build in the background;
+        `compile_batch` builds it now), each thread runs its rows W at a time, every cell a
+        vector of W values (rvm/native/lanes.py; `batch_native` says how rows run); a group
+        of W rows whose branches, indices or traps differ runs one row at a time.  A row the
+        native code hands back runs interpreted; one that traps raises BatchError naming its
+        row (lane) with the error, and carries every other row's result (the failed rows'
+        values are nan).
         Threads sharing one GradFn may call batch at once: the calls take turns, and
         `last_batch_loss` is then the losses of whichever batch ended last."""
         with self._batch_lock:
@@ -1108,7 +1109,7 @@ class GradFn(_core.GradFnBase):
         in_addrs, def_words, row_addrs, rows = words
         B = rows.shape[0]
         bounds = chunks(B, threads)
-        lanes = native_lanes.ready(self.program)         # W rows at a time (issue 16)
+        lanes = native_lanes.ready(self.program, B)      # W rows at a time (issue 16)
         if lanes is not None:
             bounds = native_lanes.bounds(bounds, lanes.width)
         k = len(bounds) - 1

@@ -2,9 +2,10 @@
 
 The lane library of a Program (its gradient over W batch rows, every cell a vector of W
 values) is built once per Program and shared by every GradFn and thread of it.  It is built
-lazily: the first `f.batch` of a program starts the build in a thread (a few seconds of gcc;
-the disk cache makes later processes find it at once) and runs its rows one at a time, as
-batches do without it; once the library is there, batches run W rows at a time.
+lazily: the first `f.batch` of a program with at least MIN_ROWS rows starts the build in a
+thread (a few seconds of gcc; the disk cache makes later processes find it at once) and runs
+its rows one at a time, as batches do without it; once the library is there, batches run W
+rows at a time.
 `GradFn.compile_batch()` builds it now (or waits for the build under way).  RVM_NATIVE=0 or
 RVM_NATIVE_LANES=0 turns the lanes off; results are bit for bit the same either way.
 """
@@ -14,6 +15,9 @@ import os
 import threading
 import weakref
 from typing import Any
+
+# a batch of fewer rows does not start the build (a few whole groups at most gain little)
+MIN_ROWS = 64
 
 
 class _State:
@@ -51,13 +55,13 @@ def _build(program: Any, st: _State) -> None:
         st.why = f"one row at a time: {e}"
 
 
-def ready(program: Any) -> Any:
+def ready(program: Any, rows: int) -> Any:
     """The program's lane library (rvm.native.Native) if it is built, else None; the first
-    call starts its build in the background."""
+    call for a batch of `rows` >= MIN_ROWS rows starts its build in the background."""
     if off():
         return None
     st = _state(program)
-    if st.native is None and st.why is None:
+    if st.native is None and st.why is None and rows >= MIN_ROWS:
         with _lock:
             if st.thread is None:
                 st.thread = threading.Thread(target=_build, args=(program, st), daemon=True,
