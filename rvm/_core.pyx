@@ -107,7 +107,8 @@ cdef class Core:
     cdef double* lv_stan
     cdef double* lv_sadjt
     cdef i64 lane_cells, lane_stack        # cells and stack slots the lane buffers cover
-    cdef i64 lane_dirty, lane_sdirty       # doubles of them a lane run may have written
+    cdef i64 lane_sdirty                   # doubles of the stack's a lane run may have written
+    cdef i64 lane_w                        # the lanes of the last lane run (0: none yet)
     cdef dict _libs                        # the loaded libraries those point into, by setter
     cdef readonly i64 native_bails         # gradient() calls the native code handed back
     cdef native_fn run_fwd                 # native_run's code (set_native_runs) or NULL
@@ -661,7 +662,7 @@ cdef class Core:
     cdef int _tangent_rows(self, i64 of_addr, dict inputs, dict input_cells,
                            cnp.ndarray def_addrs, cnp.ndarray def_words, cnp.ndarray wrt_addrs,
                            cnp.ndarray out, cnp.ndarray words, double* tin, double* tout,
-                           i64 cols) except -1:
+                           i64 cols, KeyCache* kc=NULL) except -1:
         """gradient's passes for `cols` tangent rows tin (cols, n) into tout (lanes at once
         where the lane modes' native code is there)."""
         cdef i64 k, j, w, nwrt = wrt_addrs.shape[0]
@@ -671,12 +672,12 @@ cdef class Core:
             w = min(cols - k, LANES)
             if w > 1 and self.nat_fwd_vt != NULL and \
                     self._gradient(of_addr, inputs, input_cells, def_addrs, def_words, wrt_addrs,
-                                   out, words, tin + k * nwrt, tout + k * nwrt, w) == 0:
+                                   out, words, tin + k * nwrt, tout + k * nwrt, w, kc) == 0:
                 k += w                          # w columns in one run (the lane modes)
                 continue
             for j in range(k, k + w):
                 rc = self._gradient(of_addr, inputs, input_cells, def_addrs, def_words,
-                                    wrt_addrs, out, words, tin + j * nwrt, tout + j * nwrt, 0)
+                                    wrt_addrs, out, words, tin + j * nwrt, tout + j * nwrt, 0, kc)
                 if rc != 0:
                     return rc
             k += w
@@ -685,79 +686,34 @@ cdef class Core:
     cdef int _gradient(self, i64 of_addr, dict inputs, dict input_cells, cnp.ndarray def_addrs,
                        cnp.ndarray def_words, cnp.ndarray wrt_addrs, cnp.ndarray out,
                        cnp.ndarray words, double* tan_in, double* tan_out,
-                       i64 lanes=0) except -1:
+                       i64 lanes=0, KeyCache* kc=NULL) except -1:
         cdef VM* vm = &self.vm
-        cdef i64 i, n, used, addr, iv
-        cdef int kind, overflow
-        cdef i64* da = _ptr(def_addrs)
-        cdef i64* dw = _ptr(def_words)
+        cdef i64 i
         cdef i64* wa = _ptr(wrt_addrs)
         cdef double* g = <double*>cnp.PyArray_DATA(out)
         cdef i64* ws = _ptr(words)
         cdef i64 nw = words.shape[1]
         cdef bint hvp = tan_in != NULL
+        cdef bint native = (self.nat_fwd != NULL and not hvp) or lanes > 0 or \
+            (self.nat_fwd_t != NULL and hvp)
         if vm.brk != NULL or vm.n_watch != 0 or nw > vm.n_static:
             return 1
         if self._duals is None:
             self.set_ad(_AD_ADJ)
-        # the start state (reset(False) and clear_duals() without Python objects)
-        used = min(vm.n_static + max(vm.peak_frame, vm.ftop - vm.n_static), vm.n_mem)
-        n = max(vm.peak_sp, vm.sp) + 1
-        memset(vm.adj, 0, used * sizeof(double))
-        memset(vm.sadj, 0, n * sizeof(double))
-        if self.nat_fwd == NULL or hvp:
-            # (the native code reads no other dual; every interpreted run zeroes them first)
-            memset(vm.tan, 0, used * sizeof(double))
-            memset(vm.adjt, 0, used * sizeof(double))
-            memset(vm.stan, 0, n * sizeof(double))
-            memset(vm.sadjt, 0, n * sizeof(double))
+        if native:
+            # only the static cells' and the stack's duals (_static_duals); the lane modes keep
+            # their tangents in the lane buffers (_native_lane_sweeps clears those) and the
+            # gradient reads no tangent
+            _static_duals(vm, True, hvp and lanes == 0, hvp and lanes == 0)
         vm.ev_release = vm.ev_nonfinite = 0
         vm.ev_release_max = 0.0
         vm.ev_release_pc = vm.ev_nonfinite_pc = -1
-        used = min(vm.n_static + vm.peak_frame, vm.n_mem)
-        memcpy(vm.mem, _ptr(self.static_image), vm.n_static * sizeof(i64))
-        memset(vm.mem + vm.n_static, 0, (used - vm.n_static) * sizeof(i64))
-        vm.ftop = vm.n_static
-        vm.sp = vm.ptop = vm.depth = vm.t = 0
-        vm.came = vm.trace_ack = vm.trap = 0
-        vm.steps = vm.peak_sp = vm.peak_frame = vm.peak_depth = 0
-        vm.status = _S_START
-        vm.D = 1
-        vm.pc = vm.fn_begin[vm.main]
-        vm.ad = 0
-        _scatter(vm.mem, da, dw, def_addrs.shape[0])
-        for name, v in inputs.items():
-            cell = input_cells.get(name)
-            if cell is None:
-                return 1
-            addr = cell[0]
-            kind = cell[1]
-            if kind == 1:                               # float
-                if type(v) is not float:
-                    return 1
-                vm.mem[addr] = rvm_f2w(<double>v)
-            elif kind == 0:                             # int
-                if type(v) is not int:
-                    return 1
-                iv = PyLong_AsLongLongAndOverflow(v, &overflow)
-                if overflow:
-                    return 1
-                vm.mem[addr] = iv
-            elif type(v) is list:                       # float[n] from Python floats
-                if len(<list>v) != cell[2]:
-                    return 1
-                for i in range(cell[2]):
-                    x = (<list>v)[i]
-                    if type(x) is not float:
-                        return 1
-                    vm.mem[addr + i] = rvm_f2w(<double>x)
-            else:                                       # float[n] from a float64 array
-                if not (type(v) is cnp.ndarray and
-                        cnp.PyArray_TYPE(<cnp.ndarray>v) == cnp.NPY_DOUBLE and
-                        (<cnp.ndarray>v).ndim == 1 and (<cnp.ndarray>v).shape[0] == cell[2] and
-                        cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>v)):
-                    return 1
-                memcpy(vm.mem + addr, cnp.PyArray_DATA(<cnp.ndarray>v), <i64>cell[2] * 8)
+        # the start state: the static image, zero frames, the defaults (and for the
+        # interpreter every dual cleared)
+        _row_start(vm, _ptr(self.static_image), _ptr(def_addrs), _ptr(def_words),
+                   def_addrs.shape[0], NULL, NULL, 0, 0 if native else 2, False)
+        if _store_inputs(vm, inputs, input_cells, kc) != 0:
+            return 1
         memcpy(ws, vm.mem, nw * sizeof(i64))
         # forward, then the adjoint sweep back (in slices, so that Ctrl-C can stop a long run)
         if self.nat_fwd != NULL and not hvp:
@@ -894,14 +850,19 @@ cdef class Core:
             self.lv_sadjt = <double*>cnp.PyArray_DATA(<cnp.ndarray>self._lanes[3])
         if W > LANES or vm.n_static + vm.fn_fsize[vm.main] > self.lane_cells:
             return 1
-        memset(self.lv_tan, 0, self.lane_dirty * sizeof(double))
-        memset(self.lv_adjt, 0, self.lane_dirty * sizeof(double))
+        # the static cells' lanes (W per cell); every function clears its own frame's lanes
+        # as it is entered (ad_frame), so the frames' need nothing here.  No instruction
+        # writes a constant cell (Core checks it), nor its tangents: those stay zero while W
+        # stays the same (with another W the last run's frames may lie over them)
+        memset(self.lv_tan, 0, (vm.const_lo if W == self.lane_w else vm.n_static) * W *
+               sizeof(double))
+        self.lane_w = W
+        memset(self.lv_adjt, 0, vm.n_static * W * sizeof(double))
         memset(self.lv_stan, 0, self.lane_sdirty * sizeof(double))
         memset(self.lv_sadjt, 0, self.lane_sdirty * sizeof(double))
         for c in range(W):
             for i in range(nwrt):
                 self.lv_tan[wa[i] * W + c] = tan_in[c * nwrt + i]
-        self.lane_dirty = max(self.lane_dirty, vm.n_static * W)
         self._native_state(&st)
         st.n_mem = self.lane_cells
         st.stack_cap = self.lane_stack
@@ -921,7 +882,6 @@ cdef class Core:
                 rc = native_run(self.nat_bwd_vat, &st)
         finally:
             self._native_peaks(&st)
-            self.lane_dirty = max(self.lane_dirty, min(st.peak_ftop, self.lane_cells) * W)
             self.lane_sdirty = max(self.lane_sdirty, min(st.peak_sp + 1, self.lane_stack) * W)
         if rc != RVM_NATIVE_DONE:
             self.native_bails += 1

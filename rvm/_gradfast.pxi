@@ -12,6 +12,10 @@ cdef class GradCall:
     cdef cnp.ndarray def_addrs, def_words, wrt_addrs, out, words
     cdef list parts                        # (name, offset, shape or None for a scalar)
     cdef cnp.ndarray exact                 # addresses of the globals that never round
+    cdef KeyCache keys                     # the cells of the last call's names
+
+    def __dealloc__(self):
+        keycache_clear(&self.keys)
 
     def __init__(self, Core core, i64 of_addr, dict cells, cnp.ndarray def_addrs,
                  cnp.ndarray def_words, cnp.ndarray wrt_addrs, cnp.ndarray out,
@@ -32,7 +36,7 @@ cdef class GradCall:
             inputs = {}
         if self.core._gradient(self.of_addr, inputs, self.cells,
                                self.def_addrs, self.def_words, self.wrt_addrs, self.out,
-                               self.words, NULL, NULL, 0) != 0:
+                               self.words, NULL, NULL, 0, &self.keys) != 0:
             return None
         # the way back must retrace the run: the step count back at 0 and every cell that
         # never rounds restored; else the general path runs and raises PathDivergence

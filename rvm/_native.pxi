@@ -96,3 +96,106 @@ cdef int native_run_capped(native_fn f, RunState* rs) except -1:
             return RVM_NATIVE_BAIL
         return -1
     return <int>rc
+
+
+# ---- inputs into memory (the one-shot calls, Core._gradient) ------------------------------
+
+from cpython.ref cimport Py_INCREF, Py_XDECREF
+from cpython.object cimport PyObject
+
+
+cdef enum:
+    _KEYS = 8                   # a KeyCache remembers this many names
+
+
+cdef struct KeyCache:
+    # the cells of the names a caller passed last, by position in its dict: a call that
+    # passes the same name objects again (a dict literal's keys are the same interned
+    # strings every time) finds its cells by a pointer compare, without hashing or lookup
+    PyObject* key[_KEYS]        # strong references (keycache_clear drops them)
+    i64 addr[_KEYS]
+    i64 size[_KEYS]
+    int kind[_KEYS]
+
+
+cdef void keycache_clear(KeyCache* kc) noexcept:
+    cdef int i
+    for i in range(_KEYS):
+        Py_XDECREF(kc.key[i])
+        kc.key[i] = NULL
+
+
+cdef int _store_inputs(VM* vm, dict values, dict cells, KeyCache* kc=NULL) except -1:
+    """Write `values` ({global name: value}) into memory as Machine.write would, for the
+    values that need no conversion beyond a word's bits: a Python float into a float scalar,
+    a Python int into an int scalar, a contiguous float64 (int64) vector of the right length
+    into a float (int) array, a list of Python floats of the right length into a float
+    array.  `cells`: {name: (address, kind 0 int / 1 float / 2 float array / 3 int array,
+    size)}.  1 (nothing trustworthy written: the general path must run it)
+    for any other name or value.  `kc` (optional) remembers the names' cells."""
+    cdef i64 addr, iv, n, i
+    cdef int kind, overflow, at = -1
+    cdef cnp.ndarray a
+    cdef PyObject* k
+    for name, v in values.items():
+        at += 1
+        k = <PyObject*>name
+        if kc != NULL and at < _KEYS and kc.key[at] == k:
+            addr, kind, n = kc.addr[at], kc.kind[at], kc.size[at]
+        else:
+            cell = cells.get(name)
+            if cell is None:
+                return 1
+            addr = (<tuple>cell)[0]
+            kind = (<tuple>cell)[1]
+            n = (<tuple>cell)[2]
+            if kc != NULL and at < _KEYS:
+                Py_XDECREF(kc.key[at])
+                Py_INCREF(name)
+                kc.key[at] = k
+                kc.addr[at], kc.kind[at], kc.size[at] = addr, kind, n
+        if kind == 1:                               # float scalar
+            if type(v) is not float:
+                return 1
+            vm.mem[addr] = rvm_f2w(<double>v)
+        elif kind == 0:                             # int scalar
+            if type(v) is not int:
+                return 1
+            iv = PyLong_AsLongLongAndOverflow(v, &overflow)
+            if overflow:
+                return 1
+            vm.mem[addr] = iv
+        elif kind == 2 and type(v) is list:         # float array from Python floats
+            if len(<list>v) != n:
+                return 1
+            for i in range(n):
+                x = (<list>v)[i]
+                if type(x) is not float:
+                    return 1
+                vm.mem[addr + i] = rvm_f2w(<double>x)
+        else:                                       # 2: float array, 3: int array
+            if type(v) is not cnp.ndarray:
+                return 1
+            a = <cnp.ndarray>v
+            if a.ndim != 1 or a.shape[0] != n or not cnp.PyArray_IS_C_CONTIGUOUS(a) or \
+                    cnp.PyArray_TYPE(a) != (cnp.NPY_DOUBLE if kind == 2 else cnp.NPY_INT64):
+                return 1
+            memcpy(vm.mem + addr, cnp.PyArray_DATA(a), n * sizeof(i64))
+    return 0
+
+
+cdef void _static_duals(VM* vm, bint adj, bint tan, bint adjt) noexcept nogil:
+    """Clear the static cells' and the value stack's adjoints (adj), tangents (tan) and
+    adjoints' tangents (adjt): what a native pass leaves behind for the next.  Native code
+    clears main's frame duals as it enters main and a callee's at its call (ad_frame), so a
+    pass that runs native code needs no more (the interpreter's needs _row_start's)."""
+    cdef i64 n = min(max(vm.peak_sp, vm.sp) + 1, max(vm.stack_cap, 1))
+    if adj:
+        memset(vm.adj, 0, vm.n_static * sizeof(double))
+        memset(vm.sadj, 0, n * sizeof(double))
+    if tan:
+        memset(vm.tan, 0, vm.n_static * sizeof(double))
+        memset(vm.stan, 0, n * sizeof(double))
+    if adjt:
+        memset(vm.adjt, 0, vm.n_static * sizeof(double))
+        memset(vm.sadjt, 0, n * sizeof(double))

@@ -5,7 +5,7 @@
 
 cimport cython
 from libc.stdlib cimport malloc, free
-from cpython.ref cimport Py_REFCNT, Py_INCREF, Py_XDECREF
+from cpython.ref cimport Py_REFCNT
 from cpython.object cimport PyObject, PyObject_RichCompareBool, Py_EQ, PyTypeObject
 
 cdef extern from "numpy/arrayobject.h":
@@ -34,76 +34,6 @@ cdef class OneShotSlot:
 
 
 cdef tuple _NO_ARGS = ()
-
-
-cdef enum:
-    _KEYS = 8                   # a KeyCache remembers this many names
-
-
-cdef struct KeyCache:
-    # the cells of the names a caller passed last, by position in its dict: a call that
-    # passes the same name objects again (a dict literal's keys are the same interned
-    # strings every time) finds its cells by a pointer compare, without hashing or lookup
-    PyObject* key[_KEYS]        # strong references (keycache_clear drops them)
-    i64 addr[_KEYS]
-    i64 size[_KEYS]
-    int kind[_KEYS]
-
-
-cdef void keycache_clear(KeyCache* kc) noexcept:
-    cdef int i
-    for i in range(_KEYS):
-        Py_XDECREF(kc.key[i])
-        kc.key[i] = NULL
-
-
-cdef int _store_inputs(VM* vm, dict values, dict cells, KeyCache* kc=NULL) except -1:
-    """Write `values` ({global name: value}) into memory as Machine.write would, for the
-    values that need no conversion beyond a word's bits: a Python float into a float scalar,
-    a Python int into an int scalar, a contiguous float64 (int64) vector of the right length
-    into a float (int) array.  1 (nothing trustworthy written: the general path must run it)
-    for any other name or value.  `kc` (optional) remembers the names' cells."""
-    cdef i64 addr, iv, n
-    cdef int kind, overflow, at = -1
-    cdef cnp.ndarray a
-    cdef PyObject* k
-    for name, v in values.items():
-        at += 1
-        k = <PyObject*>name
-        if kc != NULL and at < _KEYS and kc.key[at] == k:
-            addr, kind, n = kc.addr[at], kc.kind[at], kc.size[at]
-        else:
-            cell = cells.get(name)
-            if cell is None:
-                return 1
-            addr = (<tuple>cell)[0]
-            kind = (<tuple>cell)[1]
-            n = (<tuple>cell)[2]
-            if kc != NULL and at < _KEYS:
-                Py_XDECREF(kc.key[at])
-                Py_INCREF(name)
-                kc.key[at] = k
-                kc.addr[at], kc.kind[at], kc.size[at] = addr, kind, n
-        if kind == 1:                               # float scalar
-            if type(v) is not float:
-                return 1
-            vm.mem[addr] = rvm_f2w(<double>v)
-        elif kind == 0:                             # int scalar
-            if type(v) is not int:
-                return 1
-            iv = PyLong_AsLongLongAndOverflow(v, &overflow)
-            if overflow:
-                return 1
-            vm.mem[addr] = iv
-        else:                                       # 2: float array, 3: int array
-            if type(v) is not cnp.ndarray:
-                return 1
-            a = <cnp.ndarray>v
-            if a.ndim != 1 or a.shape[0] != n or not cnp.PyArray_IS_C_CONTIGUOUS(a) or \
-                    cnp.PyArray_TYPE(a) != (cnp.NPY_DOUBLE if kind == 2 else cnp.NPY_INT64):
-                return 1
-            memcpy(vm.mem + addr, cnp.PyArray_DATA(a), n * sizeof(i64))
-    return 0
 
 
 cdef enum:
@@ -353,6 +283,10 @@ cdef class HessCall:
     cdef i64 of_addr, n, rows
     cdef dict cells
     cdef cnp.ndarray def_addrs, def_words, wrt_addrs, g, seeds, h, words, exact
+    cdef KeyCache keys                  # the cells of the last call's input names
+
+    def __dealloc__(self):
+        keycache_clear(&self.keys)
 
     def __init__(self, Core core, OneShotSlot slot, of, wrt, i64 of_addr, dict cells,
                  cnp.ndarray def_addrs, cnp.ndarray def_words, cnp.ndarray wrt_addrs,
@@ -394,7 +328,8 @@ cdef class HessCall:
         if self.core._tangent_rows(self.of_addr, _NO_INPUTS if inputs is None else <dict>inputs,
                                    self.cells, self.def_addrs, self.def_words, self.wrt_addrs,
                                    self.g, self.words, <double*>cnp.PyArray_DATA(self.seeds),
-                                   <double*>cnp.PyArray_DATA(self.h), self.rows) != 0:
+                                   <double*>cnp.PyArray_DATA(self.h), self.rows,
+                                   &self.keys) != 0:
             return 1
         if self.core.vm.t != 0:
             return 1

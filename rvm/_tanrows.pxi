@@ -14,7 +14,8 @@ cdef int jvp_row(VM* vm, i64* image, native_fn fwd_t, i64* da, i64* dw, i64 nd, 
     cdef NativeState st
     cdef i64 i
     cdef i64 rc
-    _row_start(vm, image, da, dw, nd, ra, rw, nr, 2, False)
+    _static_duals(vm, False, True, False)       # the forward run reads no other dual
+    _row_start(vm, image, da, dw, nd, ra, rw, nr, 0, False)
     for i in range(ns):
         vm.tan[sa[i]] = sv[i]
     vm.ad = _AD_TAN
@@ -42,7 +43,8 @@ cdef struct LaneBufs:
     double* stan
     double* sadjt
     i64 cells, stack       # their capacity in cells and stack slots
-    i64 dirty, sdirty      # doubles of them a lane run may have written
+    i64 sdirty             # doubles of the stack's a lane run may have written
+    i64 w                  # the lanes of the last lane run (0: none yet)
 
 
 cdef int _hess_check(VM* vm, NativeState* st, i64 n_fwd, i64* ws, i64* ex, i64 nex,
@@ -79,15 +81,17 @@ cdef int hess_row(VM* vm, i64* image, native_fn fwd_t, native_fn bwd_at, native_
         lanes = w > 1 and fwd_vt != NULL and \
             vm.n_static + vm.fn_fsize[vm.main] <= lb.cells
         if lanes:
-            _row_start(vm, image, da, dw, nd, ra, rw, nr, 2, False)
+            # the static cells' duals and lanes only, as Core._native_lane_sweeps clears them
+            _static_duals(vm, True, False, False)
+            _row_start(vm, image, da, dw, nd, ra, rw, nr, 0, False)
             memcpy(ws, vm.mem, nw * sizeof(i64))
-            memset(lb.tan, 0, lb.dirty * sizeof(double))
-            memset(lb.adjt, 0, lb.dirty * sizeof(double))
+            memset(lb.tan, 0, (vm.const_lo if w == lb.w else vm.n_static) * w * sizeof(double))
+            memset(lb.adjt, 0, vm.n_static * w * sizeof(double))
             memset(lb.stan, 0, lb.sdirty * sizeof(double))
             memset(lb.sadjt, 0, lb.sdirty * sizeof(double))
+            lb.w = w
             for c in range(w):
                 lb.tan[wa[k + c] * w + c] = 1.0
-            lb.dirty = max(lb.dirty, vm.n_static * w)
             _row_state(vm, &st)
             st.n_mem = lb.cells
             st.stack_cap = lb.stack
@@ -104,7 +108,6 @@ cdef int hess_row(VM* vm, i64* image, native_fn fwd_t, native_fn bwd_at, native_
                 st.budget = 1 << 16
                 rc = bwd_vat(&st)
             _row_peaks(vm, &st)
-            lb.dirty = max(lb.dirty, min(st.peak_ftop, lb.cells) * w)
             lb.sdirty = max(lb.sdirty, min(st.peak_sp + 1, lb.stack) * w)
             if rc == RVM_NATIVE_STOPPED:
                 return 2
@@ -118,7 +121,8 @@ cdef int hess_row(VM* vm, i64* image, native_fn fwd_t, native_fn bwd_at, native_
                 k += w
                 continue
         for j in range(k, k + w):           # one direction at a time (the scalar modes)
-            _row_start(vm, image, da, dw, nd, ra, rw, nr, 2, False)
+            _static_duals(vm, True, True, True)
+            _row_start(vm, image, da, dw, nd, ra, rw, nr, 0, False)
             memcpy(ws, vm.mem, nw * sizeof(i64))
             vm.tan[wa[j]] = 1.0
             _row_state(vm, &st)

@@ -18,6 +18,7 @@ codegen.py.
 from __future__ import annotations
 
 from isa.derivatives import PF_FN1, PF_FN2, PF_MUL, PF_NONE, PF_ONE, RULES, pf_id
+from isa.program import MODE_L, MODE_X
 from isa.types import FLOAT, INT
 
 from .codegen import ABI_FN, PRELUDE, Unsupported, _Fn, entries, functions
@@ -27,6 +28,19 @@ RELEASE = """\
 #define REL(tv, at) do { double t_ = (tv); if (t_ != 0.0) { if (st->rel_n++ == 0) \\
     st->rel_pc = (at); if (fabs(t_) > st->rel_max || t_ != t_) st->rel_max = fabs(t_); } } \\
     while (0)
+/* some double of p[0..n) is not zero (!= 0.0: -0.0 is zero, a NaN is not): its bits without
+   the sign bit are not all zero.  The frame's released tangents are counted only then (a
+   return's REL loop over every frame cell was 12% of T2's Hessian sweep) */
+typedef u64 rvm_u2 __attribute__((vector_size(16), aligned(8), may_alias));
+static inline int rvm_any_nz(const double* p, i64 n) {
+    const u64* w = (const u64*)p; rvm_u2 a = {0, 0}, b = {0, 0}; i64 k = 0; u64 r;
+    for (; k + 4 <= n; k += 4) {
+        a |= *(const rvm_u2*)(w + k) << 1; b |= *(const rvm_u2*)(w + k + 2) << 1;
+    }
+    a |= b; r = a[0] | a[1];
+    for (i64 j = 0; j < (n & 3); j++) r |= w[k + j] << 1;
+    return r != 0;
+}
 """
 
 
@@ -45,6 +59,7 @@ class _TanFn(_Fn):
         # do_return: the frame must be zero, then its tangents are released
         self.emit(f"L{pc}: n++; {self.write_back()} "
                   f"{self.frame_check(pc)} "
+                  f"if (rvm_any_nz(T + fp, {self.fs})) "
                   f"for (i64 k = 0; k < {self.fs}; k++) REL(T[fp + k], {pc});")
         self.emit("*np = n; return 0;")
 
@@ -152,12 +167,97 @@ class _LaneFn(_TanFn):
     def dual_cells(self, addr: str) -> dict[str, str]:
         return {"A": f"A[{addr}]", "T": f"(VT + ({addr}) * W)", "AT": f"(VAT + ({addr}) * W)"}
 
+    def read_cells(self) -> set[int]:
+        """This function's frame cells whose lanes (and adjoint) a rule may read: the cells
+        an operand of a row with a rule names (directly, or as the array an index reaches)
+        and the cells passed to a callee (which may run rules on them).  The other frame
+        cells' duals are never read: a row without a rule (an int update, a jump's test, an
+        index) does not touch them, and alloc and free (rule kind scope) only write zeros
+        there.  So only these need the constant zero at entry and at an alloc (Petersen's
+        sqdist: its float t, not the int counters ia, ib)."""
+        done: set[int] | None = getattr(self, "_read", None)
+        if done is not None:
+            return done
+        ops, p = self.ops, self.p
+        need: set[int] = set()
+
+        def cell(w: int) -> None:
+            m, q = w & 7, w >> 3
+            if m == MODE_L:
+                need.add(q)
+            elif m == MODE_X:
+                x = p.xtab[q]
+                if x.base & 7 == MODE_L:
+                    need.update(range(x.base >> 3, (x.base >> 3) + max(x.length, 1)))
+
+        for row in self.code[self.begin:self.end + 1]:
+            op = ops[int(row[0])]
+            if op.family in ("call", "uncall"):
+                for arg in p.callsites[int(row[1])].args:
+                    if arg.length is None or arg.word & 7 != MODE_L:
+                        cell(arg.word)
+                    else:
+                        need.update(range(arg.word >> 3, (arg.word >> 3) + max(arg.length, 1)))
+                continue
+            rule = RULES[op.name]
+            if rule is None or rule.kind == "scope":
+                continue
+            for i, kind in enumerate(op.operands):
+                if kind in ("y", "a"):
+                    cell(int(row[1 + i]))
+        self._read = need
+        return need
+
+    def lane_cells(self) -> list[tuple[int, int]]:
+        """The runs [lo, hi) of frame cells whose lanes must be zeroed as the function is
+        entered: read_cells, less the locals its first rows allocate."""
+        ops, p = self.ops, self.p
+        need = self.read_cells()
+        # a local that the function's first straight-line rows allocate (alloc, or free run
+        # backward: rule kind scope, its lanes set to zero) before any row names it needs no
+        # clearing either (sqdist's ia, ib, t)
+        zeroed: set[int] = set()
+        touched: set[int] = set()
+        rows = range(self.begin + 1, self.end) if self.e > 0 else range(self.end - 1,
+                                                                          self.begin, -1)
+        for pc in rows:
+            row = self.code[pc]
+            op = ops[int(row[0])]
+            if op.family in ("jmp", "join", "call", "uncall", "begin", "end"):
+                break
+            words = [int(row[1 + i]) for i, kind in enumerate(op.operands) if kind in ("y", "a")]
+            rule = RULES[op.name]
+            if rule is not None and rule.kind == "scope" and words[0] & 7 == MODE_L and \
+                    words[0] >> 3 not in touched:
+                zeroed.add(words[0] >> 3)
+            for w in words:
+                m, q = w & 7, w >> 3
+                if m == MODE_L:
+                    touched.add(q)
+                elif m == MODE_X:
+                    x = p.xtab[q]
+                    if x.base & 7 == MODE_L:
+                        touched.update(range(x.base >> 3, (x.base >> 3) + max(x.length, 1)))
+                    if x.index & 7 == MODE_L:
+                        touched.add(x.index >> 3)
+        runs: list[tuple[int, int]] = []
+        for k in sorted(q for q in need - zeroed if q < self.fs):
+            if runs and runs[-1][1] == k:
+                runs[-1] = (runs[-1][0], k + 1)
+            else:
+                runs.append((k, k + 1))
+        return runs
+
     def locals(self) -> list[str]:
-        # the frame's lanes are the constant zero on entry (ad_frame; the caller clears A)
+        # the frame's lanes are the constant zero on entry (ad_frame; the caller clears A),
+        # those a rule may read (lane_cells); the forward run "vt" neither reads nor writes
+        # VAT (the sweep clears it)
+        clear = ["VT"] + (["VAT"] if self.rules == "vat" else [])
+        runs = self.lane_cells()
         return ["double* const VT = st->vtan; double* const VAT = st->vadjt; "
                 "const i64 W = st->lanes; (void)VT; (void)VAT;",
-                f"memset(VT + fp * W, 0, {self.fs} * W * sizeof(double)); "
-                f"memset(VAT + fp * W, 0, {self.fs} * W * sizeof(double));",
+                " ".join(f"memset({a} + (fp + {lo}) * W, 0, {hi - lo} * W * sizeof(double));"
+                         for a in clear for lo, hi in runs),
                 *super().locals()]
 
     def row(self, pc: int) -> None:
@@ -243,6 +343,8 @@ class _LaneFn(_TanFn):
             out.append("}")
             return [" ".join(out)]
         lanes = [T, E] if adj else [T]          # the lane arrays of the cells' duals
+        if rule.kind == "scope" and c[1] & 7 == MODE_L and c[1] >> 3 not in self.read_cells():
+            return []                           # duals no rule reads (read_cells)
         if rule.kind in ("neg", "swap", "scope"):
             fn = {"neg": "rvm_ad_neg", "swap": "rvm_ad_swap", "scope": "rvm_ad_scope"}[rule.kind]
             n = 2 if rule.kind == "swap" else 1
@@ -298,13 +400,17 @@ def generate(program) -> list[str]:
                                _TanFn)
     lprotos, lbodies = functions(program, {(main, 1, "vt"): "main_fvt",
                                            (main, -1, "vat"): "main_bvat"}, _LaneFn)
-    duals = ("tan", "adj", "adjt")
+    # main's frame duals are zero when it is entered (ad_frame): the entries clear those a
+    # run reads (the forward run with tangents reads no adjoint and no adjoint tangent; the
+    # sweep clears all three), so the caller clears only the static cells' duals (a callee's
+    # frame is cleared at its call)
     scalar = entries(program, [
-        ("rvm_native_forward_t", "main_ft", duals, "run main with tangents"),
-        ("rvm_native_backward_at", "main_bat", duals, "from main's end: every rule on")])
-    # main's frame lanes are cleared in main
+        ("rvm_native_forward_t", "main_ft", ("tan",), "run main with tangents"),
+        ("rvm_native_backward_at", "main_bat", ("tan", "adj", "adjt"),
+         "from main's end: every rule on")])
+    # main's frame lanes are cleared in main; the lanes' forward run reads no adjoint
     lanes = entries(program, [
-        ("rvm_native_forward_vt", "main_fvt", ("adj",), "run main, st->lanes tangents"),
+        ("rvm_native_forward_vt", "main_fvt", (), "run main, st->lanes tangents"),
         ("rvm_native_backward_vat", "main_bvat", ("adj",), "from main's end, st->lanes")])
     # the lane loops are elementwise and branch-free (a skipped add of the scalar rules is an
     # add of -0.0 or a subtraction of 0.0, which change no number): gcc vectorizes them at -O3

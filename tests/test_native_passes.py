@@ -1,0 +1,137 @@
+"""The native passes' start state (issue 16): what a pass clears and what it may leave.
+
+A native gradient or tangent pass clears only the static cells' and the value stack's duals;
+the generated code zeroes a frame's duals as it enters the function (main's in the entry
+point, a callee's at its call), and in the lane modes only the frame cells a rule may read
+that the function does not allocate first (rvm/native/tangent.py: _LaneFn.read_cells,
+lane_cells).  These tests run programs whose frames are left dirty by one call (a tangent
+released nonzero, adjoints of locals) and read by the next, and compare with the
+interpreter bit for bit; and the calls that remember their names' cells (GradCall,
+HessCall)."""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import rvm
+from rvm import native, oneshot
+from rvm.ad.engine import derivatives
+
+pytestmark = pytest.mark.skipif(native.compiler() is None, reason="no C compiler")
+
+# g leaves its frame's tangents nonzero (a == b as values, not as functions: s and t are
+# zero at return, their tangents a' - b' are not), and main calls it twice: the second call
+# must start from zero duals (ad_frame), in both directions and every mode.  s is a frame
+# cell without alloc (zeroed at entry), t a local allocated first (zeroed by its alloc), k
+# an int local whose duals no rule reads
+DIRTY = """\
+inout x: float = 1.5
+inout y: float = 1.5
+inout w: float = 0.75
+output z: float
+
+func g(v: float, a: float, b: float, c: float) {
+    local t: float
+    local k: int
+    var s: float
+    k += 3
+    s += a
+    t += a
+    v += c * s
+    v += t * t
+    v += c * t
+    s -= b
+    t -= b
+    k -= 3
+}
+
+func main() {
+    call g(z, x, y, w)
+    call g(z, x, y, w)
+    call g(z, w, w, x)
+}
+"""
+
+
+def _both(prog, of, wrt, **kw):
+    out = {}
+    for nat in (False, True):
+        m = rvm.Machine(prog)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out[nat] = derivatives(prog, of, wrt, machine=m, native=nat, **kw)
+        if nat:
+            assert m.core.native_tangent and m.core.native_bails == 0
+    return out
+
+
+def test_dirty_frames_are_cleared_as_the_interpreter_clears_them():
+    prog = rvm.assemble(DIRTY)
+    d = _both(prog, "z", ["x", "y", "w"], gradient=True, hessian=True)
+    assert d[True].hessian.tobytes() == d[False].hessian.tobytes()
+    for k in ("x", "y", "w"):
+        assert np.float64(d[True].gradient[k]).tobytes() == \
+            np.float64(d[False].gradient[k]).tobytes()
+    # (the interpreter is the oracle: with tangents released nonzero, the sweep's numbers
+    # are not a Hessian of anything, see docs/ad.md; they depend on every dual's start)
+    H = d[True].hessian
+    assert np.any(H != 0.0)
+    # one direction at a time (the scalar modes) and the Hessian-vector product
+    hv = _both(prog, "z", ["x", "y", "w"], gradient=False, direction={"x": 1.0, "y": 0.5,
+                                                                       "w": -2.0})
+    assert hv[True].hvp["x"].tobytes() == hv[False].hvp["x"].tobytes()
+    np.testing.assert_allclose([hv[True].hvp[k] for k in ("x", "y", "w")],
+                               H @ np.array([1.0, 0.5, -2.0]), atol=1e-12)
+
+
+def test_the_lane_modes_clear_only_the_frame_cells_a_rule_reads():
+    prog = rvm.assemble(DIRTY)
+    lanes = native.tangent.generate(prog)[1]
+    g = prog.functions[0]
+    offs = {loc.name: loc.offset for loc in g.locals}
+    # the forward run of g allocates t first and reads no k: it clears s only; the sweep
+    # enters g at its end (no alloc first): s and t, never the int k
+    fwd = lanes[lanes.index("static i64 f0_fvt(rvm_ns* st"):]
+    fwd = fwd[:fwd.index("bail_out")]
+    bwd = lanes[lanes.index("static i64 f0_bvat(rvm_ns* st"):]
+    bwd = bwd[:bwd.index("bail_out")]
+    assert f"memset(VT + (fp + {offs['s']}) * W" in fwd
+    assert f"(fp + {offs['t']}) * W" not in fwd.split("goto L")[0]
+    assert "memset(VAT" not in fwd                       # the forward run reads no VAT
+    for arr in ("VT", "VAT"):
+        assert f"memset({arr} + (fp + {offs['t']}) * W" in bwd or \
+            f"memset({arr} + (fp + {min(offs['s'], offs['t'])}) * W, 0, 2" in bwd
+    assert f"(fp + {offs['k']}) * W" not in bwd and f"(fp + {offs['k']}) * W" not in fwd
+
+
+def test_the_remembered_names_of_the_gradient_and_hessian_calls():
+    prog = rvm.assemble("programs/besselj_rec.rasm")
+    f = rvm.grad_fn(prog, of="out", wrt=["z"], native=True)
+    want = {z: rvm.grad(prog, of="out", wrt=["z"], inputs={"z": z, "nu": 2},
+                        native=False)["z"] for z in (3.0, 1.5, 2.25)}
+    built = "".join(["n", "u"])                 # an equal name that is another object
+    f({"z": 3.0})                               # (the first call: the general path)
+    for inputs in ({"z": 3.0, "nu": 2}, {"nu": 2, "z": 1.5}, {"z": 2.25, built: 2}) * 2:
+        g = f(inputs)
+        assert f.fast_grad is not None
+        assert g["z"].tobytes() == want[inputs["z"]].tobytes()
+    # a list of Python floats for a float array goes the fast way too (as before)
+    norm = rvm.assemble("programs/norm.rasm")
+    fn = rvm.grad_fn(norm, of="res", wrt=["x"], native=True)
+    fn({"x": [1.0, 2.0, 3.0]})
+    g = fn({"x": [1.0, -2.0, 0.5]})
+    assert fn.fast_grad is not None
+    assert g["x"].tobytes() == rvm.grad(norm, of="res", wrt=["x"],
+                                        inputs={"x": np.array([1.0, -2.0, 0.5])},
+                                        native=False)["x"].tobytes()
+    kw = dict(of="out", wrt=["z"])
+    rvm.hessian(prog, inputs={"z": 3.0}, native=True, **kw)
+    rvm.hessian(prog, inputs={"z": 3.0}, **kw)
+    assert oneshot.entry(prog).hess_call is not None
+    for inputs in ({"z": 3.0, "nu": 1}, {"nu": 1, "z": 3.0}, {built: 1, "z": 3.0}) * 2:
+        h = rvm.hessian(prog, inputs=inputs, **kw)
+        want_h = derivatives(prog, inputs={"z": 3.0, "nu": 1}, gradient=False, hessian=True,
+                             native=False, **kw).hessian
+        assert h.tobytes() == want_h.tobytes()
