@@ -269,6 +269,71 @@ cdef class RunCall:
 
 
 @cython.auto_pickle(False)
+cdef class RunFlat:
+    """RunFn.flat's call in C (rvm.run_fn): a forward run on the RunFn's own machine with
+    the float input cells' words taken from a float64 vector (after every input's default)
+    and the float output cells' words given back as one, by the native code: call(x, out) ->
+    the output vector, or None when the general path must run (another thread, no native
+    code on the machine, a breakpoint or watch, a run the native code hands back: a trap,
+    which the general path's interpreted run reports)."""
+    cdef Core core
+    cdef unsigned long owner
+    cdef i64 nd, n, m
+    cdef cnp.ndarray addrs, words_in, out_addrs
+
+    def __init__(self, Core core, cnp.ndarray def_addrs, cnp.ndarray def_words,
+                 cnp.ndarray in_addrs, cnp.ndarray out_addrs):
+        self.core = core
+        self.owner = PyThread_get_thread_ident()
+        self.nd, self.n, self.m = def_addrs.shape[0], in_addrs.shape[0], out_addrs.shape[0]
+        self.addrs = np.ascontiguousarray(np.concatenate([def_addrs, in_addrs]), dtype=np.int64)
+        self.words_in = np.zeros(self.nd + self.n, dtype=np.int64)
+        self.words_in[:self.nd] = def_words
+        self.out_addrs = np.ascontiguousarray(out_addrs, dtype=np.int64)
+
+    def __call__(self, x, out=None):
+        return self.call(x, out)
+
+    cdef object call(self, object x, object out):
+        cdef Core core = self.core
+        cdef VM* vm = &core.vm
+        cdef cnp.ndarray xa, oa
+        cdef cnp.npy_intp d = self.m
+        cdef i64 i
+        cdef i64* oaddr
+        cdef i64* ow
+        if PyThread_get_thread_ident() != self.owner or core.run_fwd == NULL or \
+                vm.brk != NULL or vm.n_watch != 0 or vm.ad != 0:
+            return None
+        if type(x) is cnp.ndarray and cnp.PyArray_TYPE(<cnp.ndarray>x) == cnp.NPY_DOUBLE and \
+                (<cnp.ndarray>x).ndim == 1 and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>x):
+            xa = <cnp.ndarray>x
+        else:
+            xa = np.ascontiguousarray(x, dtype=np.float64)
+        if xa.ndim != 1 or xa.shape[0] != self.n:
+            raise ValueError(f"flat: x must be a vector of {self.n} values (the input cells), "
+                             f"got shape {np.shape(x)}")
+        if out is None:
+            oa = cnp.PyArray_EMPTY(1, &d, cnp.NPY_DOUBLE, 0)
+        elif type(out) is cnp.ndarray and cnp.PyArray_TYPE(<cnp.ndarray>out) == \
+                cnp.NPY_DOUBLE and (<cnp.ndarray>out).ndim == 1 and \
+                (<cnp.ndarray>out).shape[0] == self.m and \
+                cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>out):
+            oa = <cnp.ndarray>out
+        else:
+            raise ValueError(f"flat: out must be a contiguous float64 vector of {self.m}")
+        memcpy(_ptr(self.words_in) + self.nd, cnp.PyArray_DATA(xa), self.n * sizeof(double))
+        core._reset(False)
+        _scatter(vm.mem, _ptr(self.addrs), _ptr(self.words_in), self.nd + self.n)
+        if core._native_run(1 << 62) != 0:
+            return None
+        oaddr, ow = _ptr(self.out_addrs), <i64*>cnp.PyArray_DATA(oa)
+        for i in range(self.m):
+            ow[i] = vm.mem[oaddr[i]]
+        return oa
+
+
+@cython.auto_pickle(False)
 cdef class HessCall:
     """`rvm.hessian(program, of, wrt, inputs)` repeated on one thread's reused AD machine
     whose runner an earlier call made (cells resolved, paths checked) and whose tangent

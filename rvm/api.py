@@ -205,6 +205,138 @@ def _bind_run_call(program: Program, slot: oneshot.Slot) -> None:
                             junk(False), plan(True), plan(False), m.read_in, names)
 
 
+class RunFn:
+    """`rvm.run_fn(program, inputs, outputs)`: forward runs as a flat, array-in/array-out
+    call, for loops and sweeps that call a program with the same cells again and again.
+
+    `f.flat(x, out=None)` stores the float64 vector `x` into the input cells (`inputs`, in
+    `f.input_cells` order: each name flattened, x, a[0], a[1], ...; every other input at
+    its default), runs the program forward and returns the output cells' values (`outputs`,
+    in `f.output_cells` order) as a float64 vector (into `out` if given), bit for bit
+    `rvm.run(program, {...}).outputs` flattened.  `inputs` default to every float input
+    global, `outputs` to every float output global; both must be float cells.
+
+    The RunFn keeps one Machine.  Its runs compile to native code as `Machine.run`'s do (at
+    the NATIVE_AFTER-th run, in a thread; `native=True` at once, `native=False` never), and
+    from then on a call is one C call (rvm/_runcall.pxi, RunFlat) with no dict, no Result
+    and no per-value object.  A trap raises as `rvm.run` raises it (the interpreter runs
+    the call again and reports it).  Calls from another thread than the first caller's run
+    through `rvm.run` (its own machine per thread), with the same results."""
+
+    def __init__(self, program: Program | str | os.PathLike,
+                 inputs: list[str] | str | None = None, outputs: list[str] | str | None = None,
+                 *, native: bool | None = None) -> None:
+        if not isinstance(program, Program):
+            program = assemble(program)
+        self.program = program
+        by_name = {g.name: g for g in program.globals}
+
+        def pick(names: list[str] | str | None, what: str, ok: Callable[[Any], bool]) -> list:
+            if names is None:
+                return [g for g in program.globals if ok(g) and g.type == FLOAT]
+            if isinstance(names, str):
+                names = [n.strip() for n in names.split(",") if n.strip()]
+            out = []
+            for n in names:
+                g = by_name.get(n)
+                if g is None:
+                    known = ", ".join(g.name for g in program.globals) or "none"
+                    raise UnknownName(f"no global named {n!r} (the globals are: {known})")
+                if not ok(g):
+                    raise ValueError(f"run_fn: {n!r} is not an {what} global")
+                if g.type != FLOAT:
+                    raise ValueError(f"run_fn: {n!r} is a {g.type.name.lower()} global; the "
+                                     f"flat call takes float cells only")
+                if g in out:
+                    raise ValueError(f"run_fn: {n!r} is named twice")
+                out.append(g)
+            return out
+
+        self._in = pick(inputs, "input", lambda g: g.is_input)
+        self._out = pick(outputs, "output", lambda g: g.is_output)
+        self.machine = Machine(program, native=native)
+        self._flat: Any = None
+        self._owner: int | None = None
+
+    @staticmethod
+    def _cells(gs: list) -> list[str]:
+        return [g.name if g.length is None else f"{g.name}[{k}]"
+                for g in gs for k in range(g.size)]
+
+    @property
+    def input_cells(self) -> list[str]:
+        """The input cells in the order of flat's x: x, a[0], a[1], ..."""
+        return self._cells(self._in)
+
+    @property
+    def output_cells(self) -> list[str]:
+        """The output cells in the order of flat's result."""
+        return self._cells(self._out)
+
+    @property
+    def native(self) -> str:
+        """Whether the runs are native code, and if not, why (Machine.native)."""
+        return self.machine.native
+
+    def flat(self, x: Any, out: np.ndarray | None = None) -> np.ndarray:
+        """The output cells' values after a forward run from the input cells' values x."""
+        f = self._flat
+        if f is not None:
+            r = f(x, out)
+            if r is not None:
+                return r
+        return self._flat_general(x, out)
+
+    def _flat_general(self, x: Any, out: np.ndarray | None) -> np.ndarray:
+        xa = np.ascontiguousarray(x, dtype=np.float64)
+        n = sum(g.size for g in self._in)
+        if xa.shape != (n,):
+            raise ValueError(f"flat: x must be a vector of {n} values (the input cells), got "
+                             f"shape {xa.shape}")
+        values: dict[str, Any] = {}
+        at = 0
+        for g in self._in:
+            values[g.name] = float(xa[at]) if g.length is None else xa[at:at + g.size].copy()
+            at += g.size
+        me = threading.get_ident()
+        if self._owner is None:
+            self._owner = me
+        m_out = sum(g.size for g in self._out)
+        if out is not None and not (isinstance(out, np.ndarray) and out.dtype == np.float64
+                                    and out.shape == (m_out,) and out.flags.c_contiguous):
+            raise ValueError(f"flat: out must be a contiguous float64 vector of {m_out}")
+        res = out if out is not None else np.empty(m_out)
+        if me != self._owner:
+            words = run(self.program, values)
+            outs = words.outputs
+            vals = [np.atleast_1d(np.asarray(outs[g.name], dtype=np.float64)).ravel()
+                    for g in self._out]
+        else:
+            m = self.machine
+            m.reset(values)
+            m.run()
+            mem = m.core.mem
+            vals = [mem[g.addr:g.addr + g.size].view(np.float64) for g in self._out]
+            if self._flat is None and m.core.native_runs_on:
+                addrs, words_ = m._defaults()
+                self._flat = _C.RunFlat(m.core, addrs.astype(np.int64), words_,
+                                        np.array([g.addr + k for g in self._in
+                                                  for k in range(g.size)], dtype=np.int64),
+                                        np.array([g.addr + k for g in self._out
+                                                  for k in range(g.size)], dtype=np.int64))
+        if m_out:
+            res[:] = np.concatenate(vals)
+        return res
+
+
+def run_fn(program: Program | str | os.PathLike, inputs: list[str] | str | None = None,
+           outputs: list[str] | str | None = None, *, native: bool | None = None) -> RunFn:
+    """A RunFn of `program`: `run_fn(prog, ["z"], ["out"]).flat(np.array([3.0]))` is
+    `rvm.run(prog, {"z": 3.0}).outputs["out"]` as a vector, as one C call once the runs are
+    native (see RunFn)."""
+    return RunFn(program, inputs, outputs, native=native)
+
+
 class BatchError(RVMError):
     """Rows of a batch failed: `lane` is the first failed row, `errors` maps every failed row
     to its error (a Trap, as the single call raises it) and `results` holds the batch's

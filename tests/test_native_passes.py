@@ -7,9 +7,10 @@ that the function does not allocate first (rvm/native/tangent.py: _LaneFn.read_c
 lane_cells).  These tests run programs whose frames are left dirty by one call (a tangent
 released nonzero, adjoints of locals) and read by the next, and compare with the
 interpreter bit for bit; and the calls that remember their names' cells (GradCall,
-HessCall)."""
+HessCall) and the flat run (rvm.run_fn)."""
 from __future__ import annotations
 
+import threading
 import warnings
 
 import numpy as np
@@ -135,3 +136,70 @@ def test_the_remembered_names_of_the_gradient_and_hessian_calls():
         want_h = derivatives(prog, inputs={"z": 3.0, "nu": 1}, gradient=False, hessian=True,
                              native=False, **kw).hessian
         assert h.tobytes() == want_h.tobytes()
+
+
+def test_run_fn_flat_is_rvm_run_flattened():
+    prog = rvm.assemble("programs/besselj_rec.rasm")
+    f = rvm.run_fn(prog, ["z"], ["out"], native=True)
+    assert f.input_cells == ["z"] and f.output_cells == ["out"]
+    assert f.native.startswith("native")
+    runs = f.machine.core.native_runs
+    out = np.empty(1)
+    for z in (3.0, 0.5, 4.75, 3.0):
+        y = f.flat(np.array([z]))
+        assert y.tobytes() == np.float64(rvm.run(prog, {"z": z}).outputs["out"]).tobytes()
+        assert f.flat([z], out) is out and out.tobytes() == y.tobytes()
+    assert f.machine.core.native_runs > runs          # the C call ran them
+    # defaults: every float input, every float output; arrays flattened in order
+    norm = rvm.assemble("programs/norm.rasm")
+    fn = rvm.run_fn(norm)
+    assert fn.input_cells == ["x[0]", "x[1]", "x[2]"]
+    x = np.array([3.0, -4.0, 12.0])
+    res = rvm.run(norm, {"x": x}).outputs
+    want = np.concatenate([np.atleast_1d(np.asarray(res[n], dtype=np.float64)).ravel()
+                           for n in [g.name for g in norm.globals
+                                     if g.is_output and g.type == rvm.api.FLOAT]])
+    for _ in range(3):
+        assert fn.flat(x).tobytes() == want.tobytes()
+    with pytest.raises(ValueError, match="x must be a vector of 1"):
+        f.flat(np.array([1.0, 2.0]))
+    with pytest.raises(ValueError, match="out must be a contiguous float64 vector of 1"):
+        f.flat(np.array([1.0]), np.empty(2))
+    with pytest.raises(ValueError, match="int global"):
+        rvm.run_fn(prog, ["nu"])
+    with pytest.raises(ValueError, match="not an input"):
+        rvm.run_fn(prog, ["out"])
+    with pytest.raises(rvm.machine.UnknownName):
+        rvm.run_fn(prog, ["nope"])
+
+
+def test_run_fn_traps_and_threads():
+    text = """\
+inout x: float = 1.0
+inout d: float = 2.0
+output y: float
+func main() {
+    y += x / d
+}
+"""
+    prog = rvm.assemble(text)
+    f = rvm.run_fn(prog, ["x", "d"], ["y"], native=True)
+    assert f.flat(np.array([3.0, 4.0]))[0] == 0.75
+    bails = f.machine.core.native_run_bails
+    with pytest.raises(rvm.errors.RVMError) as e:
+        f.flat(np.array([3.0, 0.0]))
+    with pytest.raises(type(e.value)) as e2:
+        rvm.run(prog, {"x": 3.0, "d": 0.0}, native=False)
+    assert str(e.value) == str(e2.value)
+    assert f.machine.core.native_run_bails > bails        # the native code handed it back
+    got: dict[int, float] = {}
+
+    def work(k: int) -> None:
+        got[k] = float(f.flat(np.array([float(k), 2.0]))[0])
+
+    ts = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert got == {k: k / 2.0 for k in range(4)}

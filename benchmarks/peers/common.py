@@ -70,6 +70,7 @@ class Impl:
     note: str = ""
     describe: Callable[[Any], str] | None = None   # after timing: more for the note (a Row)
     flat: Callable[[], Any] | None = None   # rvm: the same gradient by f.flat(x, out), timed too
+    forward_flat: Callable[[], Any] | None = None   # rvm: the forward by run_fn(...).flat(x, out)
     extra: dict[str, Any] = field(default_factory=dict)
 
 

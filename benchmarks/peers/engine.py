@@ -30,6 +30,7 @@ class Row:
     iterations: int | None = None    # loop iterations, for ns/iteration
     samples: int = 0
     flat_s: float | None = None      # rvm: the flat call f.flat(x, out) (issue 16), beside grad_s
+    forward_flat_s: float | None = None  # rvm: rvm.run_fn(...).flat(x, out), beside forward_s
     profile: list[tuple[str, float]] = field(default_factory=list)  # (function, share of time)
 
     @property
@@ -115,6 +116,14 @@ def _run_peer(ctx: Ctx, row: Row, impl: Impl, ref: GradDict | None, rtol: float,
         tm = measure(impl.forward, impl.forward_loop, repeat=ctx.repeat, min_sample=ctx.min_sample,
                      max_total=ctx.max_total, first=first)
         row.forward_s = tm.median
+    if impl.forward_flat is not None:  # rvm's flat forward: checked by rvm_side, timed the same way
+        t0 = time.perf_counter()
+        impl.forward_flat()
+        first = time.perf_counter() - t0
+        row.forward_flat_s = measure(impl.forward_flat, None, repeat=ctx.repeat,
+                                     min_sample=ctx.min_sample, max_total=ctx.max_total,
+                                     first=first).median
+
     def describe() -> None:         # after the gradient's timing: it may report on it
         if impl.describe is not None:
             extra = impl.describe(row)

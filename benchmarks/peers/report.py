@@ -90,7 +90,10 @@ def task_table(title: str, rows: list[Row], notes: list[str]) -> Table:
             if r.flat_s is not None and r.counts:
                 grad += f" (flat {fmt_time(r.flat_s)})"
             gf = r.grad_s / r.forward_s if r.counts and r.forward_s else None
-            cells = [case, peer, fmt_time(r.forward_s)]
+            fwd = fmt_time(r.forward_s)
+            if r.forward_flat_s is not None:
+                fwd += f" (flat {fmt_time(r.forward_flat_s)})"
+            cells = [case, peer, fwd]
             if per_iter:
                 cells.append(fmt_time(r.forward_s / r.iterations)
                              if r.forward_s and r.iterations else "-")
@@ -231,6 +234,11 @@ def targets(rows: list[Row], mem: list[MemRow]) -> list[Target]:
     r = forward_ratio(rows, "T2", case, "rvm", "C")
     out.append(_cmp("T2 forward: rvm.run(prog, inputs) repeated <= 5x C", r, 5.0,
                     f"rvm/C = {fmt_ratio(r)}"))
+    f, c = _find(rows, "T2", case, "rvm"), _find(rows, "T2", case, "C")
+    r = f.forward_flat_s / c.forward_s if f is not None and f.forward_flat_s and c is not None \
+        and c.forward_s else None
+    out.append(Target("T2 forward, flat call: rvm.run_fn(...).flat(x, out) / C",
+                      "N/A" if r is None else "INFO", f"rvm/C = {fmt_ratio(r)}"))
     case = "d2J/dz2"                     # issue 16: rvm.hessian called as a user would
     r = grad_ratio("T2", case, "rvm", "C")
     out.append(_cmp("T2 second derivative: rvm.hessian <= 5x C", r, 5.0,

@@ -49,8 +49,11 @@ def impl(prog: Any, inputs: dict[str, Any], of: str, wrt: list[str],
         # the user's call itself, with no Python function of ours around it (as the
         # gradient's functools.partial(f, inputs) below)
         forward = functools.partial(rvm.run, prog, inputs)     # type: ignore[assignment]
+        forward_flat = run_flat_call(prog, inputs)
 
     grad: Callable[[], dict[str, Any]] | None = None
+    if not forward_api:
+        forward_flat = None
     grad_loop: Callable[[int], None] | None = None
     flat: Callable[[], Any] | None = None
     f = None
@@ -112,8 +115,9 @@ def impl(prog: Any, inputs: dict[str, Any], of: str, wrt: list[str],
         return (f"{steps:,} instr/run, {per:.2f} ns/instr + reset {reset_s * 1e6:.1f} µs; "
                 f"forward: {m.native}{how}")
 
-    settle([forward] + [c for c in (grad, flat) if c is not None])
+    settle([forward] + [c for c in (grad, flat, forward_flat) if c is not None])
     return Impl(forward, grad, grad_loop=grad_loop, note=note, describe=describe, flat=flat,
+                forward_flat=forward_flat,
                 compile_s=compile_s if f is not None or second else None)
 
 
@@ -149,6 +153,35 @@ def flat_call(f: Any, inputs: dict[str, Any]) -> Callable[[], Any] | None:
     if want.tobytes() != out.tobytes():
         return None
     return functools.partial(f.flat, x, out)
+
+
+def run_flat_call(prog: Any, inputs: dict[str, Any]) -> Callable[[], Any] | None:
+    """The forward run by rvm.run_fn(prog, float inputs, float outputs).flat(x, out), compiled
+    first, when it gives rvm.run's float outputs bit for bit at these inputs (not when an
+    input other than the float ones differs from its default); else None."""
+    import numpy as np
+
+    import rvm
+    if not hasattr(rvm, "run_fn"):
+        return None
+    try:
+        fn = rvm.run_fn(prog, native=True)
+    except (rvm.native.Unsupported, rvm.native.BuildError, ValueError):
+        return None
+    try:
+        x = np.concatenate([np.atleast_1d(np.asarray(inputs.get(g.name, g.default),
+                                                     dtype=np.float64)).ravel()
+                            for g in fn._in]) if fn._in else np.empty(0)
+        out = np.empty(len(fn.output_cells))
+        fn.flat(x, out)
+        res = rvm.run(prog, inputs).outputs
+        want = np.concatenate([np.atleast_1d(np.asarray(res[g.name], dtype=np.float64)).ravel()
+                               for g in fn._out])
+    except (KeyError, TypeError, ValueError):
+        return None
+    if want.tobytes() != out.tobytes():
+        return None
+    return functools.partial(fn.flat, x, out)
 
 
 def build_tangent(prog: Any, call: Callable[[], Any]) -> tuple[float | None, str]:
