@@ -68,6 +68,11 @@ cdef inline void _scatter(i64* mem, const i64* addrs, const i64* words, i64 n) n
         mem[addrs[i]] = words[i]
 
 
+cdef int _pending_exception() except -1:
+    """Raise the exception a signal handler left set (a poll inside a nested run)."""
+    return -1
+
+
 include "_native.pxi"     # the native entry (NativeState, native_run)
 include "_batch.pxi"      # many gradient rows by the native code, without the GIL
 
@@ -88,6 +93,7 @@ cdef class Core:
     cdef readonly cnp.ndarray static_image
     cdef readonly cnp.ndarray code          # the (n, 6) code the loop runs (a read-only copy)
     cdef readonly i64 last_n               # instructions run by the last run()
+    cdef readonly i64 last_total           # ... and what it took off its cap (nested runs too)
     cdef list _keep                        # buffers the VM points into
     cdef object _brk                       # breakpoint flags and watch buffers the VM uses
     cdef object _watch
@@ -134,6 +140,9 @@ cdef class Core:
             raise InvalidBytecode("the program cannot run", problems)
         memset(&self.vm, 0, sizeof(VM))
         self.vm.rot_cs[0] = 1.0             # cos and sin of the angle word 0
+        self.vm.cap = <i64>1 << 62          # no step cap until a run sets one
+        self.vm.poll_left = NEST_POLL
+        self.vm.nest_pc = -1
         self._keep = []
         self.static_image = np.ascontiguousarray(program.static_image(), dtype=np.int64)
         self.mem = np.zeros(n_static + frame_cells, dtype=np.int64)
@@ -569,6 +578,8 @@ cdef class Core:
         vm.trap = 0
         vm.nest = 0
         vm.stop_depth = 0
+        vm.nest_stop = 0
+        vm.nest_pc = -1
         if self._duals is not None:
             self.clear_duals()
         vm.steps = vm.peak_sp = vm.peak_frame = vm.peak_depth = 0
@@ -937,6 +948,8 @@ cdef class Core:
         cdef VM* vm = &self.vm
         cdef i64 executed, budget = 1 << 14
         cdef int rc
+        vm.cap = <i64>1 << 62
+        vm.nest_stop = 0
         while True:
             if budget == 1 << 14:
                 if instrumented:
@@ -949,6 +962,8 @@ cdef class Core:
                         rc = vm_run(vm, budget, &executed, <Instrumented*>NULL)
                     else:
                         rc = vm_run(vm, budget, &executed, <Plain*>NULL)
+            if rc == _R_NESTED and vm.nest_stop == _NEST_STOP_SIGNAL:
+                return _pending_exception()
             if rc != _R_BUDGET:
                 return rc
             PyErr_CheckSignals()
@@ -987,17 +1002,32 @@ cdef class Core:
         for i in range(self.vm.n_watch):
             self.vm.watch_val[i] = self.vm.mem[self.vm.watch_addr[i]]
 
-    def run(self, i64 budget) -> int:
-        """Run up to `budget` instructions in the current direction; returns an R_* code."""
+    def run(self, i64 budget, i64 cap=<i64>1 << 62) -> int:
+        """Run up to `budget` instructions in the current direction (a derivative statement
+        is one) and at most `cap` counting its nested runs' instructions; returns an R_*
+        code.  last_n is the instructions run, last_total what came off the cap (the nested
+        ones too).  R_NESTED: it stopped inside a nested run (nest_stop says why); a signal
+        handler's exception raised there (Ctrl-C) is raised here."""
         cdef i64 executed = 0
         cdef int rc
+        self.vm.cap = cap
         with nogil:
             if self.vm.brk == NULL and self.vm.n_watch == 0 and self.vm.ad == 0:
                 rc = vm_run(&self.vm, budget, &executed, <Plain*>NULL)
             else:
                 rc = vm_run(&self.vm, budget, &executed, <Instrumented*>NULL)
         self.last_n = executed
+        self.last_total = cap - self.vm.cap
+        if rc == _R_NESTED and self.vm.nest_stop == _NEST_STOP_SIGNAL:
+            _pending_exception()
         return rc
+
+    @property
+    def nest_stop(self) -> tuple:
+        """(why, pc): why the machine stopped inside the nested run of a derivative statement
+        (NEST_STOP_LIMIT, NEST_STOP_SIGNAL, NEST_STOP_TRAP; 0 if it did not since the last
+        reset) and the pc of that statement (the outermost one)."""
+        return self.vm.nest_stop, self.vm.nest_pc
 
     def flip(self) -> None:
         """Reverse the direction between two instructions (docs/machine.md)."""

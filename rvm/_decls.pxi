@@ -105,6 +105,11 @@ cdef enum:
     _R_TRACE = 3
     _R_BREAK = 4          # stopped before an instruction whose pc has a breakpoint
     _R_WATCH = 5          # stopped after an instruction that changed a watched cell
+    _R_NESTED = 6         # stopped inside a derivative statement's nested run: vm.nest_stop
+    # why (vm.nest_stop), and the statement (vm.nest_pc, the outermost one)
+    _NEST_STOP_LIMIT = 1  # the run's step cap (vm.cap) ran out
+    _NEST_STOP_SIGNAL = 2 # a signal handler raised (Ctrl-C): the exception is pending
+    _NEST_STOP_TRAP = 3   # a trap inside the nested run (recorded as any trap)
     # machine status
     _S_START = 0
     _S_END = 1
@@ -143,7 +148,9 @@ cdef enum:
     _AD_ADJ = 2
 
 R_BOUNDARY, R_BUDGET, R_TRAP, R_TRACE = _R_BOUNDARY, _R_BUDGET, _R_TRAP, _R_TRACE
-R_BREAK, R_WATCH = _R_BREAK, _R_WATCH
+R_BREAK, R_WATCH, R_NESTED = _R_BREAK, _R_WATCH, _R_NESTED
+NEST_STOP_LIMIT, NEST_STOP_SIGNAL, NEST_STOP_TRAP = _NEST_STOP_LIMIT, _NEST_STOP_SIGNAL, \
+    _NEST_STOP_TRAP
 S_START, S_END, S_RUNNING = _S_START, _S_END, _S_RUNNING
 T_COMEFROM, T_ANCILLA, T_POP, T_UNDERFLOW, T_OVERFLOW = range(1, 6)
 T_ALIAS, T_READONLY, T_BOUNDS, T_DIV0, T_DOMAIN, T_RANGE, T_ASSERT, T_BYTECODE = range(6, 14)
@@ -248,6 +255,15 @@ cdef struct VM:
     double* n_stan[3]
     double* n_sadj[3]
     double* n_sadjt[3]
+    # the run's step cap, nested runs included: the instructions it may still run.  Every
+    # vm_run takes its own instructions off as it returns (a derivative statement first takes
+    # off those it ran so far), so a nested run reads what is left.  Then the nested
+    # instructions until the next poll for signals (Ctrl-C), and why and in which statement
+    # (the outermost) the last run stopped inside a nested run (NEST_STOP_*, else 0)
+    i64 cap
+    i64 poll_left
+    int nest_stop
+    i64 nest_pc
     i64 rot_w             # the angle word of the last float rotation, with its cos and sin
     double rot_cs[2]
     # statistics since reset

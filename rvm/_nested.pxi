@@ -16,6 +16,7 @@
 
 cdef enum:
     NEST_LEVELS = 2         # dual sets beside the machine's own: two levels of statements
+    NEST_POLL = 1 << 22     # nested instructions between two polls for Ctrl-C (~20 ms)
     _NEST_DEEP = 3002       # tv[3] of a bytecode trap: a derivative statement nested too deep
     _NEST_SHAPE = 3003      # ... its target, wrt and along operands differ in length
     _NEST_RESIDUE = 3004    # ... its scratch output did not come back to zero
@@ -62,12 +63,28 @@ cdef int deriv_span(VM* vm, i64 w, i64 L, i64* mem, i64* fpm, i64* pa, i64* addr
     return 0
 
 
+cdef extern from "Python.h":
+    int _nest_check_signals "PyErr_CheckSignals" ()     # no Cython error check: Core raises
+
+
+cdef int nest_signalled() noexcept nogil:
+    """Poll for signals between nested slices, taking the GIL (whether or not the caller holds
+    it): other threads get a turn, and a signal handler's exception (KeyboardInterrupt on
+    Ctrl-C) stays set for Core to raise.  1 when one was raised."""
+    with gil:
+        with nogil:
+            pass
+        return _nest_check_signals() != 0
+
+
 cdef int nest_pass(VM* vm, i64 site, i64 pc, int e) noexcept nogil:
     """Run the callee of `site` from the top frame until it returns: forward (e = +1) or
     backward (e = -1, the machine's direction too, so that adjoints accumulate); by the plain
-    loop when vm.ad is 0 (a pass no rule acts in).  Returns a binding trap code, -1 after a
-    trap inside the run (recorded by vm_run), else 0."""
-    cdef i64 executed = 0, old_stop = vm.stop_depth
+    loop when vm.ad is 0 (a pass no rule acts in).  The run goes in slices that end when the
+    run's cap (vm.cap) is used up or NEST_POLL nested instructions (all levels) have run since
+    the last poll for Ctrl-C.  Returns a binding trap code, -1 after a trap inside the run
+    (recorded by vm_run), -2 when it stopped on the cap or a signal (vm.nest_stop), else 0."""
+    cdef i64 executed = 0, old_stop = vm.stop_depth, n
     cdef int rc, tc
     cdef Instrumented iv
     cdef Plain pv
@@ -77,17 +94,31 @@ cdef int nest_pass(VM* vm, i64 site, i64 pc, int e) noexcept nogil:
         return tc
     vm.stop_depth = vm.depth - 1
     while True:
+        n = vm.cap if vm.cap < vm.poll_left else vm.poll_left
         if vm.ad:
-            rc = vm_run(vm, <i64>1 << 62, &executed, &iv)
+            rc = vm_run(vm, n, &executed, &iv)
         else:
-            rc = vm_run(vm, <i64>1 << 62, &executed, &pv)
+            rc = vm_run(vm, n, &executed, &pv)
+        vm.poll_left -= executed
         if rc == _R_TRACE:          # a trace inside a nested run is not reported
             vm.trace_ack = 1
+            continue
+        if rc == _R_BUDGET:
+            if vm.cap <= 0:
+                vm.nest_stop = _NEST_STOP_LIMIT
+                break
+            if vm.poll_left <= 0:
+                vm.poll_left = NEST_POLL
+                if nest_signalled():
+                    vm.nest_stop = _NEST_STOP_SIGNAL
+                    break
             continue
         break
     vm.stop_depth = old_stop
     if rc == _R_TRAP:
         return -1
+    if rc == _R_BUDGET or rc == _R_NESTED:
+        return -2
     return 0
 
 
@@ -101,7 +132,8 @@ cdef int deriv_trap(VM* vm, int op, i64 w0, i64 w1, i64 w2, int why) noexcept no
 
 cdef int do_deriv(VM* vm, i64* c, int op, i64 pc, i64* mem, i64* fpm, i64* pa) noexcept nogil:
     """Execute the derivative statement at pc (see the top of this file).  Returns a trap code
-    (nothing changed), -1 after a trap inside a nested run, or 0."""
+    (nothing changed), -1 after a trap inside a nested run, -2 when a nested run stopped on
+    the cap or a signal (the machine is left inside it, as after a trap), or 0."""
     cdef bint jvp = op == OP_ADDJVP_F or op == OP_SUBJVP_F
     cdef int s = 1 if (op == OP_ADDGRAD_F or op == OP_ADDJVP_F) else -1
     cdef i64 site = c[1], L = c[5] if jvp else c[4]
@@ -211,6 +243,10 @@ cdef int do_deriv(VM* vm, i64* c, int op, i64 pc, i64* mem, i64* fpm, i64* pa) n
     vm.nest = lvl - 1
     vm.D = o_D
     if tc:
+        if tc < 0:                  # stopped inside: name the outermost statement
+            if vm.nest_stop == 0:
+                vm.nest_stop = _NEST_STOP_TRAP
+            vm.nest_pc = pc
         return tc
     vm.t = o_t
     vm.pc = pc

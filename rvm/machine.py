@@ -72,6 +72,9 @@ _NEST_WHY = {
     3005: lambda tv: "the scratch output of a derivative statement is not zero before the run",
 }
 
+_NEST_STOPS = {1: "the step limit", 2: "interrupted", 3: "a trap"}
+_DERIV_FAMILIES = ("addgrad", "subgrad", "addjvp", "subjvp")
+
 __all__ = ["Machine", "TraceEvent", "UnknownName", "describe_operand", "format_instruction"]
 
 _STATUS = {_core.S_START: "start", _core.S_END: "end", _core.S_RUNNING: "running"}
@@ -502,10 +505,9 @@ class Machine:
                 and self._native_turn(direction, budget):
             self._check_return()
             return self.status
-        rc, _ = self._drive(direction, budget)
+        rc, _ = self._drive(direction, budget, capped=True)
         if rc == _core.R_BUDGET:
-            raise self._make(StepLimit, f"the step limit of {budget} instructions is used up",
-                             self.pc, self.direction, {})
+            raise self._step_limit(budget)
         self._check_return()
         return self.status
 
@@ -577,10 +579,19 @@ class Machine:
         self._check_return()
         return done
 
-    def _drive(self, direction: int, budget: int) -> tuple[int, int]:
+    def _drive(self, direction: int, budget: int, capped: bool = False) -> tuple[int, int]:
+        """Run until a stop other than a slice's end; (R_* code, steps).  `capped`: the
+        budget bounds every instruction, the nested runs of derivative statements included
+        (run's max_steps); otherwise it counts the machine's own instructions, a derivative
+        statement one (step, advance)."""
         if direction not in (1, -1):
             raise ValueError(f"direction must be +1 or -1, not {direction!r}")
         core = self.core
+        why, at = core.nest_stop
+        if why:
+            raise RVMError(f"the machine stopped inside the nested run of "
+                           f"{self._statement_text(at)} ({_NEST_STOPS[why]}): it cannot go on "
+                           f"or back from there; reset it")
         if direction != core.direction:
             core.flip()
         core.refresh_watch()
@@ -589,8 +600,13 @@ class Machine:
         while True:
             # Run in slices so that Ctrl-C (raised by Python between slices) stops a long run;
             # the machine is left between two instructions and can go on or go back.
-            rc = core.run(min(budget - done, _SLICE))
-            done += core.last_n
+            # The cap (capped) bounds the nested runs too: a signal inside one raises here.
+            if capped:
+                rc = core.run(min(budget - done, _SLICE), budget - done)
+                done += core.last_total
+            else:
+                rc = core.run(min(budget - done, _SLICE))
+                done += core.last_n
             if rc == _core.R_BUDGET and done < budget:
                 continue
             if rc == _core.R_TRACE:
@@ -598,8 +614,47 @@ class Machine:
                 core.ack_trace()
                 continue
             if rc == _core.R_TRAP:
-                raise self._trap()
+                raise self._trap_where()
+            if rc == _core.R_NESTED:
+                raise self._step_limit(budget)
             return rc, done
+
+    def _statement_text(self, pc: int) -> str:
+        """`the derivative statement at f.rasm:12:5 (`g += grad f(x) wrt x`)`."""
+        loc = self.program.location(pc) if 0 <= pc < len(self.program.code) else None
+        text = linecache.getline(loc[0], loc[1]).strip() if loc else ""
+        where = f"{loc[0]}:{loc[1]}:{loc[2]}" if loc else self._pc_text(pc)
+        return f"the derivative statement at {where}" + (f" (`{text}`)" if text else "")
+
+    def _trap_where(self) -> Trap:
+        """The trap the machine recorded; one inside a nested run names its statement."""
+        e = self._trap()
+        why, at = self.core.nest_stop
+        if why == _core.NEST_STOP_TRAP:
+            e.detail += (f" (inside the nested run of {self._statement_text(at)}; the machine "
+                         f"cannot go on from here: reset it)")
+            e.args = (e.format(),)
+        return e
+
+    def _step_limit(self, budget: int) -> StepLimit:
+        """StepLimit of a run of `budget` steps: stopped between two instructions (it can go
+        on), before a derivative statement with no room left for its nested runs, or inside
+        one's nested run (the statement named; the machine cannot go on)."""
+        why, at = self.core.nest_stop
+        text = f"the step limit of {budget} instructions is used up"
+        if why == _core.NEST_STOP_LIMIT:
+            inner = self.program.function_at(self.pc)
+            return self._make(StepLimit, f"{text} inside the nested runs of this derivative "
+                              f"statement (they count: every instruction they run is a step of "
+                              f"the run); it stopped in "
+                              f"{inner.name if inner else '?'} at {self._where(self.pc)} and "
+                              f"cannot go on from there: reset it", at, self.direction, {})
+        pc = self.pc
+        if 0 <= pc < len(self.program.code) and \
+                OPS[int(self.core.code[pc, 0])].family in _DERIV_FAMILIES:
+            text += (" (the next instruction is a derivative statement, and its nested runs "
+                     "count as steps too)")
+        return self._make(StepLimit, text, pc, self.direction, {})
 
     # ---- a run back must retrace the run it undoes -----------------------------------------
 

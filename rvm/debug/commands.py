@@ -261,7 +261,10 @@ class Debugger:
         if trap.values:
             self.out.print("  values: " + ", ".join(f"{k} = {format_value(v)}"
                                                      for k, v in trap.values.items()))
-        if trap.direction > 0:
+        if self.s.m.core.nest_stop[0]:
+            self.note("It trapped inside the nested run of a derivative statement: the "
+                      "machine cannot go on or back from here (`run` starts again).")
+        elif trap.direction > 0:
             self.note("The faulting instruction has not run. `reverse-step` (rs) or "
                       "`last CELL` goes back to find the cause.")
         else:

@@ -743,8 +743,11 @@ class Session:
                     raise DebugError(f"t={t} is before the start (t=0)")
                 if self.end_t is not None and t > self.end_t and self.forked_at is None:
                     raise DebugError(f"t={t} is after the end of the run (t={self.end_t})")
-                if self.forked_at is None and 0 <= t < abs(t - m.t):
-                    self._restart()              # nearer from the start than from here
+                if self.forked_at is None and (0 <= t < abs(t - m.t) or
+                                               (m.core.nest_stop[0] and t >= 0)):
+                    # nearer from the start than from here, or the machine stopped inside a
+                    # derivative statement's nested run, where it cannot move
+                    self._restart()
                 n = t - m.t
                 if self.limit is not None and abs(n) > self.limit:
                     raise DebugError(f"t={t} is {abs(n)} steps away, more than --limit "
