@@ -156,3 +156,42 @@ def test_no_example_program_warns(path):
         if g.is_output and g.type in DIFFERENTIABLE and ins:
             name = g.name if g.length is None else f"{g.name}[0]"
             assert lossy_paths(prog, name, ins) == []
+
+
+THROUGH_A_STATEMENT = """\
+input x: float = 2.5
+input c: float = 1.5
+output y: float
+output g: float
+
+func f(out: float, x: float, c: float) {
+    local k: int
+    k += int(c)
+    out += x * float(k)
+    k -= int(c)
+}
+
+func main() {
+    g += grad f(x, c) wrt x
+    y += g * x
+}
+"""
+
+
+def test_a_conversion_inside_a_derivative_statement_is_seen():
+    """The analysis looks through a derivative statement's nested run (issue 20): g = int(c),
+    so y = g x depends on c through f's int cell k, and the gradient's 0 for c is warned
+    about; x's own path (through the statement's wrt and f's float cells) is not."""
+    g, found = gradient_and_warnings(THROUGH_A_STATEMENT, "y", ["c", "x"])
+    assert g["c"] == 0.0 and g["x"] == 2.0
+    assert len(found) == 1
+    assert found[0].startswith("the loss y depends on c, x through int cell k (a local of f), "
+                               "converted from c (a parameter of f) at <string>:8:5")
+    prog = rvm.assemble(THROUGH_A_STATEMENT)
+    assert lossy_paths(prog, "y", ["x"]) == []
+    assert [p.where for p in lossy_paths(prog, "g", ["c"])] == ["<string>:8:5", "<string>:10:5"]
+    jvp_text = THROUGH_A_STATEMENT.replace("output g: float", "output g: float\ninput v: float") \
+        .replace("g += grad f(x, c) wrt x", "g += jvp f(x, c) wrt x along v")
+    prog = rvm.assemble(jvp_text)
+    assert [p.where for p in lossy_paths(prog, "y", ["c"])] == ["<string>:9:5", "<string>:11:5"]
+    assert [p.where for p in lossy_paths(prog, "y", ["v"])] == []

@@ -15,6 +15,10 @@ The analysis is a static value-flow graph over the program, an over-approximatio
 * each data instruction adds an edge from each source (and each index) to each cell it writes,
   and between the cells a swap, rotation or controlled swap exchanges; push/pop go through the
   value stack; a call binds each argument to the callee's parameter, both ways;
+* a derivative statement (`g += grad f(args) wrt x`, `d += jvp f(args) wrt x along v`) binds
+  f's parameters as its call would (its nested runs run f), and its value depends on whatever
+  f's output does, on the wrt cells and on the along vector: edges from f's output parameter,
+  wrt and along into the target, so that a conversion inside f (or before it) is seen;
 * comparisons (`y ^= x < z`) and branch conditions are control, not value: the loss's dependence
   through them is piecewise constant, and its derivative is zero where it exists.
 A conversion edge from a differentiable cell into a non-differentiable one is reported when the
@@ -33,6 +37,8 @@ from isa.program import MODE_G, MODE_L, MODE_N, MODE_P, MODE_X, Program, operand
 from isa.table import CONTROL, DATA, OPS
 
 Loc = tuple
+_DERIVATIVE = ("addgrad", "subgrad", "addjvp", "subjvp")
+_ARG_SCALAR = -2        # dlen of a derivative statement whose operands are cells
 
 
 @dataclass(frozen=True)
@@ -148,15 +154,10 @@ class _Graph:
                 words = row[1:]
                 if CONTROL in op.flags:
                     if op.family in ("call", "uncall"):
-                        site = prog.callsites[words[0]]
-                        for j, arg in enumerate(site.args):
-                            q = ("p", site.func, j)
-                            if arg.length is not None:
-                                self.edge(self.array_loc(fi, arg.word, False), q)
-                                self.edge(q, self.array_loc(fi, arg.word, True))
-                            else:       # an indexed argument: read and written in place
-                                self.edge(self.cell_locs(fi, arg.word)[0], q)
-                                self.edge(q, self.cell_locs(fi, arg.word, True)[0])
+                        self.bind(fi, words[0])
+                    continue
+                if op.family in _DERIVATIVE:
+                    self.derivative(fi, op.family, words)
                     continue
                 if DATA not in op.flags or op.family in ("alloc", "free"):
                     continue
@@ -187,6 +188,35 @@ class _Graph:
                         op.types[1] in DIFFERENTIABLE and op.types[0] not in DIFFERENTIABLE:
                     self.conversions.append((pc, sources[0][0], targets[0][0],
                                              op.types[0].name_))
+
+    def bind(self, fi: int, site_index: int) -> int:
+        """A call site's arguments to its callee's parameters, both ways; the callee."""
+        site = self.prog.callsites[site_index]
+        for j, arg in enumerate(site.args):
+            q = ("p", site.func, j)
+            if arg.length is not None:
+                self.edge(self.array_loc(fi, arg.word, False), q)
+                self.edge(q, self.array_loc(fi, arg.word, True))
+            else:       # an indexed argument: read and written in place
+                self.edge(self.cell_locs(fi, arg.word)[0], q)
+                self.edge(q, self.cell_locs(fi, arg.word, True)[0])
+        return int(site.func)
+
+    def derivative(self, fi: int, family: str, words: list[int]) -> None:
+        """A derivative statement (see the module docstring): row words (site, target, wrt,
+        dlen) for grad, (site, target, wrt, along, dlen) for jvp."""
+        callee = self.bind(fi, words[0])
+        jvp = family in ("addjvp", "subjvp")
+        length = words[4] if jvp else words[3]
+
+        def operand(word: int, write: bool) -> list[Loc]:
+            if length == _ARG_SCALAR:
+                return self.cell_locs(fi, word, write)
+            return [self.array_loc(fi, word, write)]
+        target = self.cell_locs(fi, words[1], True) if jvp else operand(words[1], True)
+        for loc in [("p", callee, 0)] + [x for w in words[2:4 if jvp else 3]
+                                        for x in operand(w, False)] + target[1:]:
+            self.edge(loc, target[0])
 
     def reach(self, start: list[Loc], edges: dict[Loc, set[Loc]]) -> set[Loc]:
         seen = set(start)
