@@ -323,16 +323,21 @@ def test_saddle_and_particle_keep_their_values_with_a_cap():
 
 def test_the_debugger_steps_over_a_statement_and_restarts_after_a_nested_trap(tmp_path,
                                                                                capsys):
-    """`step` over a statement is one step (its nested runs whole, under --limit 100); a
-    trap inside a nested run says the machine cannot go on, a move says why, and `goto`
+    """`step` over a statement is one step (its nested runs whole, under --limit 100), and a
+    breakpoint inside its function says it will not stop there; a trap inside a nested run says the machine cannot go on, a move says why, and `goto`
     starts again from the stored start."""
     prog = tmp_path / "t.rasm"
     prog.write_text(LONG.replace("    out += x * x\n", "    out += x * x\n    assert n < 5\n"))
     cmds = tmp_path / "cmds.txt"
-    cmds.write_text("step 3\nprint g\n")
+    cmds.write_text("break 9\nstep 3\nprint g\n")
     assert cli_main(["debug", str(prog), "x=0.5", "n=3", "-x", str(cmds), "--batch",
                      "--limit", "100"]) == 0
     out = capsys.readouterr().out
+    # a breakpoint in f, which only the statement runs: said, not silently never hit
+    assert f"Note: f runs inside the nested runs of the derivative statement at {prog}:20: " \
+           "the debugger steps over a statement as one instruction and does not stop inside " \
+           "its nested runs; this breakpoint stops only where f runs as an ordinary call." \
+           in " ".join(out.split())
     assert "(rdb t=3 >) print g\ng = 1.0\n" in out and "changed: g 0.0 -> 1.0, y 0.0 -> 0.5" in out
     cmds.write_text("continue\ngoto 2\nprint y\nprint g\n")
     assert cli_main(["debug", str(prog), "x=0.5", "n=1000", "-x", str(cmds), "--batch"]) == 0

@@ -568,6 +568,9 @@ instruction is about to run.  See also tbreak, condition, delete, disable, enabl
         self.out.print((f"{kind} {bp.number}", "bold"),
                        f" at {desc}: pc {', '.join(map(str, pcs))}",
                        f" if {bp.condition}" if bp.condition else "")
+        nested = self.s.nested_note(pcs)
+        if nested:
+            self.note(f"Note: {nested}.")
 
     @_cmd("tbreak", ("tb",), "breakpoints", "tbreak LOCATION [if CONDITION]",
           "a breakpoint that is deleted when it first stops")

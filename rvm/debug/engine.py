@@ -36,6 +36,8 @@ from .cells import CellError, Ref, Scope
 __all__ = ["Breakpoint", "Watchpoint", "Stop", "Write", "Session", "DebugError"]
 
 
+_DERIVATIVE_OPS = ("addgrad", "subgrad", "addjvp", "subjvp")
+
 class DebugError(CellError):
     """A command that cannot be carried out (bad location, time outside the run, ...)."""
 
@@ -171,6 +173,22 @@ class Session:
                 f = program.callsites[int(program.code[pc, 1])].func
                 self._callers.setdefault(f, []).append(pc)
                 self._callee[pc] = f
+        # functions that derivative statements run as nested runs (their callee and what it
+        # calls), with the statement: the debugger does not stop inside those runs
+        self.nested_in: dict[int, int] = {}
+        todo = [(int(program.callsites[int(program.code[pc, 1])].func), pc)
+                for pc in range(len(program.code))
+                if program.op_at(pc).name.split(".")[0] in _DERIVATIVE_OPS]
+        while todo:
+            fi, at = todo.pop()
+            if fi in self.nested_in:
+                continue
+            self.nested_in[fi] = at
+            f = program.functions[fi]
+            for pc in range(f.begin, f.end + 1):
+                name = program.op_at(pc).name.split(".")[0]
+                if name in ("call", "uncall") or name in _DERIVATIVE_OPS:
+                    todo.append((int(program.callsites[int(program.code[pc, 1])].func), at))
 
     # ---- where the machine is -------------------------------------------------------------
 
@@ -302,6 +320,23 @@ class Session:
             self.m.set_breakpoints(key[0])
             self.m.set_watch(key[1])
             self._armed = key
+
+    def nested_note(self, pcs: Iterable[int]) -> str | None:
+        """What to say when a breakpoint is set in a function that derivative statements run
+        as nested runs (inside which the debugger does not stop), or None."""
+        program = self.program
+        for pc in sorted(pcs):
+            fi = program.functions.index(program.function_at(pc))
+            at = self.nested_in.get(fi)
+            if at is not None:
+                loc = program.location(at)
+                where = f"{loc[0]}:{loc[1]}" if loc else f"pc {at}"
+                return (f"{program.functions[fi].name} runs inside the nested runs of the "
+                        f"derivative statement at {where}: the debugger steps over a "
+                        f"statement as one instruction and does not stop inside its nested "
+                        f"runs; this breakpoint stops only where {program.functions[fi].name} "
+                        f"runs as an ordinary call")
+        return None
 
     def _backward_pcs(self, pcs: Iterable[int]) -> set[int]:
         """Machine pcs to arm running backward so that no forward stop at `pcs` is missed:
