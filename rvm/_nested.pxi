@@ -122,6 +122,48 @@ cdef int nest_pass(VM* vm, i64 site, i64 pc, int e) noexcept nogil:
     return 0
 
 
+cdef enum:
+    _DERIV_TRAPPED = -1     # deriv_step: a trap inside the nested run (recorded there)
+    _DERIV_STOPPED = -2     # ... the cap or a signal stopped it (vm.nest_stop)
+    _DERIV_NO_ROOM = -3     # ... the cap leaves no room for one nested instruction
+
+
+cdef int deriv_step(VM* vm, i64* c, int op, i64 pc, i64* mem, i64* fpm, i64* pa, i64* left,
+                    i64* budget, i64* executed) noexcept nogil:
+    """The derivative statement at pc as a step of vm_run, whose *budget and *left it
+    adjusts: the statement is one step, and its nested runs' instructions count against the
+    run's cap (vm.cap), off which the steps vm_run has run so far (this one too) are taken
+    first.  On success (0) those steps are counted (t, steps, *executed: do_deriv put t back)
+    and vm_run goes on with a budget the nested runs' use of the cap may have cut.  Else a
+    trap code (nothing changed), _DERIV_NO_ROOM (stop before the statement: the cap is used
+    up), or _DERIV_TRAPPED / _DERIV_STOPPED: the machine is left inside the nested run, f's
+    frame on top, the steps so far counted.  Out of line: the dispatch loop's registers stay
+    its own."""
+    cdef i64 done = budget[0] - left[0]
+    cdef int tc
+    if vm.cap - done < 2:
+        vm.cap = done               # vm_run takes `done` off as it returns: none is left
+        return _DERIV_NO_ROOM
+    vm.cap -= done + 1
+    tc = do_deriv(vm, c, op, pc, mem, fpm, pa)
+    if tc < 0:
+        vm.cap += 1
+        vm.t += done * vm.D
+        vm.steps += done
+        executed[0] += done
+        return tc
+    if tc:
+        vm.cap += done + 1
+        return tc
+    vm.t += (done + 1) * vm.D
+    vm.steps += done + 1
+    executed[0] += done + 1
+    if vm.cap < left[0] - 1:
+        left[0] = vm.cap + 1
+    budget[0] = left[0] - 1         # after vm_run's own left -= 1, nothing uncounted
+    return 0
+
+
 cdef int deriv_trap(VM* vm, int op, i64 w0, i64 w1, i64 w2, int why) noexcept nogil:
     vm.tv[0] = w0
     vm.tv[1] = w1

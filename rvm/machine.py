@@ -546,17 +546,29 @@ class Machine:
     def _build_native(self) -> None:
         from . import native
         try:
-            self._native_built = native.for_program(self.program)
+            self._native_built = self._for_program()
         except (native.Unsupported, native.BuildError, OSError) as e:
             self._native_built = e
+
+    def _for_program(self) -> Any:
+        """rvm.native.for_program, refusing a program with derivative statements by name:
+        their nested runs have no native code (they stay interpreted, under the same step
+        cap and Ctrl-C as the rest of the run)."""
+        from . import native
+        pcs = [pc for pc in range(len(self.program.code))
+               if OPS[int(self.program.code[pc, 0])].family in _DERIV_FAMILIES]
+        if pcs:
+            more = f" (and {len(pcs) - 1} more)" if len(pcs) > 1 else ""
+            raise native.Unsupported(f"{self._statement_text(pcs[0])}{more} has no native "
+                                     f"code: derivative statements run interpreted")
+        return native.for_program(self.program)
 
     def compile(self) -> Any:
         """Compile the program to native code now (or find it in the cache) and make runs
         from a boundary use it; returns rvm.native.Native.  Raises rvm.native.Unsupported
         when the program uses what the generator does not cover (`trace`), BuildError without
         a C compiler."""
-        from . import native
-        return self._install(native.for_program(self.program))
+        return self._install(self._for_program())
 
     def _install(self, nat: Any) -> Any:
         from . import native

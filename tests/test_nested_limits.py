@@ -298,11 +298,23 @@ def test_rvm_run_max_steps_exit_code(tmp_path, capsys):
     code = cli_main(["run", str(prog), "n=10000000", "--max-steps", "5000", "--native"])
     err = capsys.readouterr().err
     assert code == 4
-    assert "rvm: note: running interpreted:" in err and "grad" in err
+    assert err.startswith(f"rvm: note: running interpreted: the derivative statement at "
+                          f"{prog}:{STATEMENT_LINE}:5 (`g += grad f(x, n) wrt x`) has no native "
+                          f"code: derivative statements run interpreted\n")
     assert "inside the nested runs of this derivative statement" in err
     # with room: the values
     assert cli_main(["run", str(prog), "n=10", "--max-steps", "1000", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["outputs"] == {"g": 1.0, "y": 0.5}
+
+
+def test_native_code_refuses_a_statement_by_name():
+    from rvm.native import Unsupported
+    m = rvm.Machine(_prog(NESTED2, "n2.rasm"))
+    with pytest.raises(Unsupported, match=r"^the derivative statement at n2.rasm:18:5 \(and 2 "
+                       r"more\) has no native code: derivative statements run interpreted$"):
+        m.compile()
+    with pytest.raises(Unsupported, match="derivative statement"):
+        rvm.Machine(_prog(), native=True)
 
 
 def test_saddle_and_particle_keep_their_values_with_a_cap():
