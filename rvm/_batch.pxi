@@ -153,6 +153,15 @@ cdef struct LaneGroup:
     i64 dirty, sdirty      # words of mem/adj (stack/sadj) a group may have written
 
 
+def _aligned(i64 n):
+    """n zero words starting at a multiple of 64 bytes: a cell's 8 lanes are one cache line
+    (a vector load across two lines costs two)."""
+    cdef cnp.ndarray raw = np.zeros(n + 8, dtype=np.int64)
+    cdef i64 at = (<i64>cnp.PyArray_DATA(raw)) & 63
+    cdef i64 off = ((64 - at) & 63) // 8
+    return raw[off:off + n]
+
+
 cdef int grad_group(VM* vm, LaneGroup* lg, native_fn fwd, native_fn bwd, i64 of_addr,
                     i64* ra, i64* rw, i64 nr, i64* wa, i64 nwrt, double* g, i64* loss,
                     i64* status, i64 nw, i64* ex, i64 nex) noexcept nogil:
@@ -249,10 +258,9 @@ cdef class LaneRows:
             return
         self.lg.cells = min(vm.n_mem, vm.n_static + BATCH_FRAME)
         self.lg.scap = min(max(vm.stack_cap, 1), BATCH_STACK)
-        self._bufs = [np.zeros(self.lg.cells * W, dtype=np.int64), np.zeros(self.lg.cells * W),
-                      np.zeros(self.lg.scap * W, dtype=np.int64), np.zeros(self.lg.scap * W),
-                      np.zeros(max(vm.n_static, 1) * W, dtype=np.int64),
-                      np.zeros(max(vm.const_lo, 1) * W, dtype=np.int64)]
+        self._bufs = [_aligned(self.lg.cells * W), _aligned(self.lg.cells * W),
+                      _aligned(self.lg.scap * W), _aligned(self.lg.scap * W),
+                      _aligned(max(vm.n_static, 1) * W), _aligned(max(vm.const_lo, 1) * W)]
         a = self._bufs[0]; self.lg.mem = _ptr(a)
         a = self._bufs[1]; self.lg.adj = <double*>cnp.PyArray_DATA(a)
         a = self._bufs[2]; self.lg.stack = _ptr(a)

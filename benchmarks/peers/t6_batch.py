@@ -57,6 +57,8 @@ def rvm_impl(b: int, one_thread: bool) -> Impl:
     try:
         f.compile()
         how = f"{f.native}"
+        if hasattr(f, "compile_batch"):     # the batch lanes' library (rvm/native/lanes.py)
+            how += f"; batch: {f.compile_batch()}"
     except (rvm.native.Unsupported, rvm.native.BuildError) as e:
         how = f"interpreted ({e})"
     compile_s = time.perf_counter() - t0
