@@ -169,3 +169,34 @@ def test_the_generated_code_is_one_loop_per_row_over_the_lanes():
     assert "rvm_native_backward_wa" in src
     assert "rvm_op_addmul_f(" in src and "rvm_ad_sub_nz(" in src
     assert src.count("rvm_uniform(c") >= 2           # the branch's condition, both ways
+
+
+# i is checked to hold one value at its first use as an index, then changed by k (an input
+# that may differ between rows): its next use must be checked again
+REINDEX = """
+input x: float = 1.0
+input k: int = 0
+const arr: float[4] = [1.0, 2.0, 3.0, 4.0]
+output y: float
+func main() {
+    local i: int
+    i += 1
+    y += arr[i] * x
+    i += k
+    y += arr[i] * x
+    i -= k
+    i -= 1
+}
+"""
+
+
+def test_an_index_changed_by_a_row_input_is_checked_again():
+    prog = rvm.assemble(REINDEX)
+    B = 3 * W
+    x = np.linspace(0.5, 2.0, B)
+    k = np.zeros(B, dtype=np.int64)
+    k[W:2 * W] = 1                                        # group 1: one value, not 0
+    k[2 * W + 3] = 2                                      # group 2: two values
+    assert batch_vs_single(prog, "y", "x", {"x": x, "k": k}, B) == (2, 1, [])
+    src = lanes.generate(prog)
+    assert src.count("rvm_uniform(MV") == 2 * 2           # i's two uses, in both directions

@@ -29,6 +29,7 @@ from __future__ import annotations
 from isa.cgen import distinct_pairs, func_name, has_body, operand_names
 from isa.derivatives import PF_FN1, PF_FN2, PF_MUL, PF_NONE, PF_ONE, RULES, pf_id
 from isa.program import MODE_G, MODE_L, MODE_N, MODE_P, MODE_X
+from isa.types import INT
 
 from .codegen import (
     _COVERED,
@@ -111,6 +112,7 @@ class LRef(Ref):
         adj = {"A": f"AV[({addr}) * W + {J}]"} if addr is not None else {}
         super().__init__(ptr or f"(M + {addr})", val, adj, lo, hi)
         self.addr = addr
+        self.key: tuple[str, int] | None = None     # a direct G or L cell: ("G", addr)
 
     def lane0(self) -> str:
         return self.val.replace(J, "0")
@@ -122,6 +124,7 @@ class LRef(Ref):
         if self.addr is None and "A" not in self.duals:
             return self
         r = LRef(self.addr, self.val, self.lo, self.hi, self.ptr)
+        r.key = self.key
         r.duals = dict(self.duals)
         if self.addr is not None:
             pre.append(f"i64* const q{k} = MV + ({self.addr}) * W;")
@@ -156,6 +159,16 @@ class _BatchFn(_Fn):
         super().__init__(*args, **kwargs)
         self.promoted, self.dbl = set(), set()      # every cell's lanes stay in memory
         self.nc = self.nq = 0
+        self.known: set[tuple[str, int]] = set()     # int cells known uniform (uniform())
+        self._targets: set[int] | None = None
+
+    def targets(self) -> set[int]:
+        """The rows a jump of this function lands on (in its direction)."""
+        if self._targets is None:
+            lo, hi = min(self.begin, self.end), max(self.begin, self.end)
+            self._targets = {int(self.code[pc][4]) for pc in range(lo, hi + 1)
+                             if self.ops[int(self.code[pc][0])].family == "jmp"}
+        return self._targets
 
     # -- operands ----------------------------------------------------------------------------
     def direct(self, w: int) -> Ref:
@@ -168,19 +181,47 @@ class _BatchFn(_Fn):
                 r.duals = {"A": f"AV[({a}) * W + {J}]"}
                 r.addr = None
                 return r
-            return LRef(a, lane_val(a), lo, lo + 1)
+            r = LRef(a, lane_val(a), lo, lo + 1)
+            r.key = ("G" if m == MODE_G else "L", v)
+            return r
         if m == MODE_P:
             lo, hi = self.reach[v]
             return LRef(f"pa[{v}]", lane_val(f"pa[{v}]"), lo, hi)
         raise Unsupported(f"operand mode {m}")
 
     def uniform(self, ref: Ref, pc: int, pre: list[str]) -> str:
-        """The one value of an int cell read as an address or length (its lane 0), with the
-        check that every lane holds it."""
+        """The one value of an int cell read as an address, length or condition (its lane
+        0), with the check that every lane holds it unless the cell is known to (self.known:
+        checked since the last jump target, call or write that could change it, or written
+        since only from such cells by int arithmetic, which every lane does alike)."""
         if not isinstance(ref, LRef) or ref.addr is None:
             return ref.val
-        pre.append(f"if (!rvm_uniform(MV + ({ref.addr}) * W)) BAIL({pc});")
+        if ref.key is None or ref.key not in self.known:
+            pre.append(f"if (!rvm_uniform(MV + ({ref.addr}) * W)) BAIL({pc});")
+            if ref.key is not None:
+                self.known.add(ref.key)
         return ref.lane0()
+
+    def written(self, op, P: list[Ref], slots: list[str]) -> None:
+        """Update self.known after a row that writes its "y" operands: a target keeps (or, a
+        pushed cell, gets) one value in every lane when the row is int arithmetic on cells
+        known to hold one; a write through a parameter or an index may change any global
+        (and, an index into this frame, any local)."""
+        ys = [r for r, k in zip(P, slots) if k == "y"]
+        srcs = [r for r, k in zip(P, slots) if k == "a"]
+        ints = has_body(op) and all(t == INT for t, k in zip(op.operand_types, op.operands)
+                                    if k in ("y", "a"))
+        keep = ints and all(getattr(r, "key", None) in self.known or
+                            getattr(r, "addr", "") is None for r in srcs + ys)
+        for r in ys:
+            key = getattr(r, "key", None)
+            if key is None:
+                self.known = {k for k in self.known if k[0] == "L"} \
+                    if "pa[" in r.ptr or "fp" not in r.ptr else set()
+            elif op.family == "push":
+                self.known.add(key)
+            elif not keep:
+                self.known.discard(key)
 
     def cell(self, w: int, pc: int, pre: list[str]) -> tuple[Ref, Ref | None]:
         m = w & 7
@@ -238,6 +279,12 @@ class _BatchFn(_Fn):
             return "1"
         a, _ = self.cell(int(c[2]), pc, pre)
         b, _ = self.cell(int(c[3]), pc, pre)
+        if (int(c[1]) >> 4) & 3 == int(INT) and all(
+                isinstance(r, LRef) and (r.addr is None or r.key is not None) for r in (a, b)):
+            # ints: the cells' one values (checked, or known) compared once
+            va, vb = self.uniform(a, pc, pre), self.uniform(b, pc, pre)
+            return self.compare(int(c[1]), Ref(a.ptr, va, {}, a.lo, a.hi),
+                                Ref(b.ptr, vb, {}, b.lo, b.hi))
         a, b = self.bind([a, b], pre)
         e = self.compare(int(c[1]), a, b)
         if J not in e:
@@ -261,6 +308,8 @@ class _BatchFn(_Fn):
         fam = op.family
         if fam not in _COVERED:
             raise Unsupported(f"pc {pc}: `{op.name}`")
+        if pc in self.targets():               # control may come from elsewhere
+            self.known = set()
         if fam in ("end", "begin", "join"):
             super().row(pc)                    # (cond, frame_check: the lanes' forms)
             return
@@ -276,6 +325,7 @@ class _BatchFn(_Fn):
             return
         if fam in ("call", "uncall"):
             self.emit(f"L{pc}: {{ n++; " + " ".join(self.call(c, fam == "call", pc)) + " }")
+            self.known = set()                 # the callee may write any global, any argument
             return
         if fam == "assert":                    # every lane's condition holds
             pre = []
@@ -311,6 +361,7 @@ class _BatchFn(_Fn):
             lane += self.rule(op, c, P, pc)
         body.append(self.lanes(lane))
         body += post
+        self.written(op, ptr, slots)
         self.emit(f"L{pc}: {{ n++; " + " ".join(body) + " }")
 
     def lane_value(self, op, c, P, pc: int) -> tuple[list[str], list[str], list[str]]:
