@@ -348,6 +348,7 @@ cdef class HessCall:
     cdef i64 of_addr, n, rows
     cdef dict cells
     cdef cnp.ndarray def_addrs, def_words, wrt_addrs, g, seeds, h, words, exact
+    cdef cnp.ndarray spare              # the last Hessian returned (reused once dropped)
     cdef KeyCache keys                  # the cells of the last call's input names
 
     def __dealloc__(self):
@@ -413,8 +414,14 @@ cdef class HessCall:
         cdef cnp.ndarray res
         if not self.ready(of, wrt, inputs) or self.passes(inputs) != 0:
             return None
-        dims[0] = dims[1] = n
-        res = PyArray_EMPTY(2, dims, cnp.NPY_DOUBLE, 0)
+        res = self.spare
+        if res is None or Py_REFCNT(res) != 2 or not cnp.PyArray_ISWRITEABLE(res):
+            # a fresh array unless the caller dropped the last one (only self.spare and res
+            # hold it, no view of it lives): then it is reused, as RunCall reuses a Result
+            # (a loop of calls makes no array; an array still held is never touched)
+            dims[0] = dims[1] = n
+            res = PyArray_EMPTY(2, dims, cnp.NPY_DOUBLE, 0)
+            self.spare = res
         src = <double*>cnp.PyArray_DATA(self.h)
         dst = <double*>cnp.PyArray_DATA(res)
         for i in range(n):                  # the transpose of the rows the passes made

@@ -203,3 +203,23 @@ func main() {
     for t in ts:
         t.join()
     assert got == {k: k / 2.0 for k in range(4)}
+
+
+def test_a_dropped_hessian_array_is_reused_and_a_held_one_never_changes():
+    prog = rvm.assemble("programs/besselj_rec.rasm")
+    kw = dict(of="out", wrt=["z"])
+    rvm.hessian(prog, inputs={"z": 3.0}, native=True, **kw)
+    rvm.hessian(prog, inputs={"z": 3.0}, **kw)
+    assert oneshot.entry(prog).hess_call is not None
+    want = {z: derivatives(prog, inputs={"z": z}, gradient=False, hessian=True, native=False,
+                           **kw).hessian.tobytes() for z in (3.0, 1.5, 2.5)}
+    held = rvm.hessian(prog, inputs={"z": 3.0}, **kw)
+    view = rvm.hessian(prog, inputs={"z": 1.5}, **kw).ravel()     # only a view is kept
+    for z in (2.5, 3.0, 2.5):
+        h = rvm.hessian(prog, inputs={"z": z}, **kw)
+        assert h.tobytes() == want[z]
+        assert h is not held and h.base is not view.base
+        del h
+    assert held.tobytes() == want[3.0] and view.tobytes() == want[1.5]
+    a = id(rvm.hessian(prog, inputs={"z": 2.5}, **kw))       # dropped at once: reused
+    assert id(rvm.hessian(prog, inputs={"z": 3.0}, **kw)) == a
