@@ -223,3 +223,19 @@ def test_a_dropped_hessian_array_is_reused_and_a_held_one_never_changes():
     assert held.tobytes() == want[3.0] and view.tobytes() == want[1.5]
     a = id(rvm.hessian(prog, inputs={"z": 2.5}, **kw))       # dropped at once: reused
     assert id(rvm.hessian(prog, inputs={"z": 3.0}, **kw)) == a
+
+
+def test_a_list_of_floats_for_a_float_array_is_stored_in_c():
+    prog = rvm.assemble("programs/norm.rasm")
+    rvm.run(prog, {"x": [1.0, 2.0, 3.0]})
+    oneshot.entry(prog).local.slots[("run", ())].machine.compile()
+    rvm.run(prog, {"x": [1.0, 2.0, 3.0]})
+    call = oneshot.entry(prog).run_call
+    assert call is not None
+    for x in ([3.0, -4.0, 12.0], [0.5, 0.25, -2.0]):
+        assert call({"x": x}) is not None                   # the C call took it
+        got = rvm.run(prog, {"x": x}).outputs
+        want = rvm.run(prog, {"x": np.array(x)}, native=False).outputs
+        assert got["res"] == want["res"] and got["x"].tobytes() == want["x"].tobytes()
+    assert call({"x": [3, -4.0, 12.0]}) is None              # an int in it: the general way
+    assert call({"x": [3.0, -4.0]}) is None                  # the wrong length too
