@@ -12,8 +12,8 @@ for bit.  Two variants per function: "t" (tangent rules: the forward run, where 
 interpreter runs with AD_TAN) and "at" (tangent and adjoint rules: the sweep, AD_TAN |
 AD_ADJ).  A tangent dropped nonzero (a released ancilla, a cell overwritten by pop, a frame at
 return) is counted in the state (rel_n, rel_pc, rel_max) as the interpreter counts it, for the
-engine's ancilla check.  Anything the interpreter would trap on gives up (BAIL), as in
-codegen.py.
+engine's ancilla check (the sweep skips a frame's count at its return: nothing reads it).
+Anything the interpreter would trap on gives up (BAIL), as in codegen.py.
 """
 from __future__ import annotations
 
@@ -56,11 +56,12 @@ class _TanFn(_Fn):
         if self.ops[c[0]].family != "end":
             super().row(pc)
             return
-        # do_return: the frame must be zero, then its tangents are released
-        self.emit(f"L{pc}: n++; {self.write_back()} "
-                  f"{self.frame_check(pc)} "
-                  f"if (rvm_any_nz(T + fp, {self.fs})) "
-                  f"for (i64 k = 0; k < {self.fs}; k++) REL(T[fp + k], {pc});")
+        # do_return: the frame must be zero, then its tangents are released (counted in the
+        # forward run, for rvm.jvp's ancilla check: nothing reads the sweep's count)
+        rel = (f"if (rvm_any_nz(T + fp, {self.fs})) "
+               f"for (i64 k = 0; k < {self.fs}; k++) REL(T[fp + k], {pc});"
+               if self.rules == "t" else "")
+        self.emit(f"L{pc}: n++; {self.write_back()} {self.frame_check(pc)} {rel}")
         self.emit("*np = n; return 0;")
 
     def rule(self, op, c, P, pc: int) -> list[str]:
