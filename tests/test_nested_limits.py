@@ -365,3 +365,21 @@ def test_the_debugger_steps_over_a_statement_and_restarts_after_a_nested_trap(tm
     assert "error: the machine stopped inside the nested run of the derivative statement at " \
            f"{prog}:20:5 (`g += grad f(x, n) wrt x`) (a trap): it cannot go on or back from " \
            "there; reset it" in out
+
+
+@pytest.mark.parametrize("call", ["run", "grad", "jvp"])
+def test_ctrl_c_stops_the_one_shot_calls_and_they_work_after(call):
+    """rvm.run / rvm.grad / rvm.jvp (their reused machines and the gradient sweeps) stop on a
+    SIGINT inside a nested run, and the next call, on a reset machine, gives the values."""
+    prog = _prog(FOREVER)
+    calls = {"run": lambda n: rvm.run(prog, {"n": n}).outputs["g"],
+             "grad": lambda n: rvm.grad(prog, of="g", wrt=["x"], inputs={"n": n})["x"],
+             "jvp": lambda n: rvm.jvp(prog, {"n": n}, {"x": 1.0})["g"]}
+    timer = threading.Timer(0.3, _thread.interrupt_main)
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            calls[call](-1)
+    finally:
+        timer.cancel()
+    assert calls[call](3) == (1.0 if call == "run" else 2.0)
