@@ -357,7 +357,7 @@ class _Fn:
         rvm/_operands.pxi); an indexed operand reads its index and checks its bounds in `pre`."""
         m = w & 7
         if m == MODE_N:                                # a parameter's length: read-only
-            return Ref(f"(pl + {w >> 3})", f"pl[{w >> 3}]", {}, -3, -2), None
+            return self.length_ref(w >> 3), None
         if m != MODE_X:
             return self.direct(w), None
         x = self.p.xtab[w >> 3]
@@ -377,11 +377,23 @@ class _Fn:
             ival = f"pl[{x.index >> 3}]"
         else:
             idx = self.direct(x.index)
-            ival = idx.val
+            ival = self.index_value(idx, pc, pre)
         pre.append(f"i64 {v} = {ival}; i64 {ln} = {length}; "
                    f"if ((u64){v} >= (u64){ln}) BAIL({pc});")
-        return Ref(f"(M + {base} + {v})", f"M[{base} + {v}]", self.dual_cells(f"{base} + {v}"),
-                   lo, hi), idx
+        return self.indexed(f"{base} + {v}", lo, hi), idx
+
+    # (the three pieces of cell() a mode with another memory layout replaces: lanes.py)
+    def length_ref(self, k: int) -> Ref:
+        """Parameter k's length (pl[k]), an operand nothing writes."""
+        return Ref(f"(pl + {k})", f"pl[{k}]", {}, -3, -2)
+
+    def index_value(self, idx: Ref, pc: int, pre: list[str]) -> str:
+        """The C value of an index cell, as the bounds check reads it."""
+        return idx.val
+
+    def indexed(self, a: str, lo: int, hi: int) -> Ref:
+        """The cell at address expression `a`, in the cells [lo, hi) it may reach."""
+        return Ref(f"(M + {a})", f"M[{a}]", self.dual_cells(a), lo, hi)
 
     # -- rows ------------------------------------------------------------------------------
     def emit(self, s: str) -> None:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from isa.cgen import distinct_pairs, func_name, has_body, operand_names
 from isa.derivatives import PF_FN1, PF_FN2, PF_MUL, PF_NONE, PF_ONE, RULES, pf_id
-from isa.program import MODE_G, MODE_L, MODE_N, MODE_P, MODE_X
+from isa.program import MODE_G, MODE_L, MODE_P
 from isa.types import INT
 
 from .codegen import (
@@ -223,35 +223,14 @@ class _BatchFn(_Fn):
             elif not keep:
                 self.known.discard(key)
 
-    def cell(self, w: int, pc: int, pre: list[str]) -> tuple[Ref, Ref | None]:
-        m = w & 7
-        if m == MODE_N:                                # a parameter's length: read-only
-            r = LRef(None, f"pl[{w >> 3}]", -3, -2, ptr=f"(pl + {w >> 3})")
-            return r, None
-        if m != MODE_X:
-            return self.direct(w), None
-        x = self.p.xtab[w >> 3]
-        self.nx += 1
-        v, ln = f"x{self.nx}", f"n{self.nx}"
-        bm, bp = x.base & 7, x.base >> 3
-        if bm == MODE_P:
-            base, (lo, hi) = f"pa[{bp}]", self.reach[bp]
-            length = f"pl[{bp}]" if x.length < 0 else \
-                f"({x.length}LL > pl[{bp}] ? pl[{bp}] : {x.length}LL)"
-        else:
-            base = f"{bp}" if bm == MODE_G else f"fp + {bp}"
-            lo = bp if bm == MODE_G else ANY + bp
-            hi, length = lo + x.length, f"{x.length}LL"
-        if (x.index & 7) == MODE_N:
-            idx = None
-            ival = f"pl[{x.index >> 3}]"
-        else:
-            idx = self.direct(x.index)
-            ival = self.uniform(idx, pc, pre)
-        pre.append(f"i64 {v} = {ival}; i64 {ln} = {length}; "
-                   f"if ((u64){v} >= (u64){ln}) BAIL({pc});")
-        a = f"{base} + {v}"
-        return LRef(a, lane_val(a), lo, hi), idx
+    def length_ref(self, k: int) -> Ref:
+        return LRef(None, f"pl[{k}]", -3, -2, ptr=f"(pl + {k})")
+
+    def index_value(self, idx: Ref, pc: int, pre: list[str]) -> str:
+        return self.uniform(idx, pc, pre)       # one index for every lane, checked
+
+    def indexed(self, a: str, lo: int, hi: int) -> Ref:
+        return LRef(a, lane_val(a), lo, hi)
 
     # -- rows --------------------------------------------------------------------------------
     def lanes(self, stmts: list[str]) -> str:
