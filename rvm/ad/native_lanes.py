@@ -12,34 +12,15 @@ RVM_NATIVE_LANES=0 turns the lanes off; results are bit for bit the same either 
 from __future__ import annotations
 
 import os
-import threading
-import weakref
 from typing import Any
+
+from .native_builds import Builds
 
 # a batch of fewer rows does not start the build (a few whole groups at most gain little)
 MIN_ROWS = 64
 
 
-class _State:
-    """One Program's lane library: the built code, or why there is none."""
-
-    def __init__(self) -> None:
-        self.native: Any = None             # rvm.native.Native (kind "lanes")
-        self.why: str | None = None         # why there is none (Unsupported, BuildError)
-        self.thread: threading.Thread | None = None
-
-
-_states: dict[int, _State] = {}
-_lock = threading.Lock()
-
-
-def _state(program: Any) -> _State:
-    with _lock:
-        st = _states.get(id(program))
-        if st is None:
-            st = _states[id(program)] = _State()
-            weakref.finalize(program, _states.pop, id(program), None)
-        return st
+_builds = Builds("compile_lanes", "one row at a time", "rvm-native-lanes-build")
 
 
 def off() -> bool:
@@ -47,40 +28,28 @@ def off() -> bool:
     return os.environ.get("RVM_NATIVE") == "0" or os.environ.get("RVM_NATIVE_LANES") == "0"
 
 
-def _build(program: Any, st: _State) -> None:
-    from .. import native
-    try:
-        st.native = native.compile_lanes(program)
-    except (native.Unsupported, native.BuildError, OSError) as e:
-        st.why = f"one row at a time: {e}"
-
-
 def ready(program: Any, rows: int) -> Any:
     """The program's lane library (rvm.native.Native) if it is built, else None; the first
     call for a batch of `rows` >= MIN_ROWS rows starts its build in the background."""
     if off():
         return None
-    st = _state(program)
+    st = _builds.state(program)
     if st.native is None and st.why is None and rows >= MIN_ROWS:
-        with _lock:
-            if st.thread is None:
-                st.thread = threading.Thread(target=_build, args=(program, st), daemon=True,
-                                             name="rvm-native-lanes-build")
-                st.thread.start()
+        with _builds.lock:
+            _builds.start(program, st)
     return st.native
 
 
 def build_now(program: Any) -> Any:
     """The program's lane library, built now (or the background build waited for); raises
     rvm.native.Unsupported or BuildError when it cannot be built."""
-    from .. import native
-    st = _state(program)
-    with _lock:
+    st = _builds.state(program)
+    with _builds.lock:
         thread = st.thread
     if thread is not None:
         thread.join()
     if st.native is None:
-        st.native = native.compile_lanes(program)
+        st.native = _builds.compile(program)
         st.why = None
     return st.native
 
@@ -90,7 +59,7 @@ def status(program: Any) -> str:
     "not built yet", "off" or "one row at a time: why"."""
     if off():
         return "off"
-    st = _state(program)
+    st = _builds.state(program)
     if st.native is not None:
         n = st.native
         return (f"{n.width} lanes ({n.path.name}, {'built' if n.built else 'cached'} in "

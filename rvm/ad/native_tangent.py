@@ -10,42 +10,14 @@ be done.  native=False: never.  Results are the interpreter's either way (docs/a
 from __future__ import annotations
 
 import os
-import threading
-import weakref
 from typing import Any
+
+from .native_builds import Builds
 
 NATIVE_AFTER = 3
 
 
-class _State:
-    """One Program's tangent-mode native code: calls seen, the built code or why not."""
-
-    def __init__(self) -> None:
-        self.calls = 0
-        self.native: Any = None             # rvm.native.Native (kind "tangent")
-        self.why: str | None = None         # why there is none (Unsupported, BuildError)
-        self.thread: threading.Thread | None = None
-
-
-_states: dict[int, _State] = {}
-_lock = threading.Lock()
-
-
-def _state(program: Any) -> _State:
-    with _lock:
-        st = _states.get(id(program))
-        if st is None:
-            st = _states[id(program)] = _State()
-            weakref.finalize(program, _states.pop, id(program), None)
-        return st
-
-
-def _build(program: Any, st: _State) -> None:
-    from .. import native
-    try:
-        st.native = native.compile_tangent(program)
-    except (native.Unsupported, native.BuildError, OSError) as e:
-        st.why = f"interpreted: {e}"
+_builds = Builds("compile_tangent", "interpreted", "rvm-native-tangent-build")
 
 
 def prepare(core: Any, program: Any, native: bool | None) -> str:
@@ -58,19 +30,16 @@ def prepare(core: Any, program: Any, native: bool | None) -> str:
         if core.native_tangent:
             core.set_native_tangent()
         return "off"
-    st = _state(program)
+    st = _builds.state(program)
     if st.native is None:
         if native:
-            from .. import native as nat
-            st.native = nat.compile_tangent(program)      # raises when it cannot
+            st.native = _builds.compile(program)      # raises when it cannot
             st.why = None
         elif st.why is None:
-            with _lock:
+            with _builds.lock:
                 st.calls += 1
-                if st.calls >= NATIVE_AFTER and st.thread is None:
-                    st.thread = threading.Thread(target=_build, args=(program, st), daemon=True,
-                                                 name="rvm-native-tangent-build")
-                    st.thread.start()
+                if st.calls >= NATIVE_AFTER:
+                    _builds.start(program, st)
     if st.native is None:
         return st.why or "not compiled"
     if not core.native_tangent and not st.native.install(core):
