@@ -151,6 +151,22 @@ LANES = "for (i64 j = 0; j < W; j++)"
 LANE_OPTIONS = '#pragma GCC optimize ("O3", "no-math-errno", "no-trapping-math")\n'
 
 
+def _frame_cells(p, w: int, index: bool = False) -> list[int]:
+    """The frame cells operand word w names: a local, or the local array an indexed operand
+    reaches (and with `index`, its index cell when that is a local)."""
+    m, q = w & 7, w >> 3
+    if m == MODE_L:
+        return [q]
+    if m != MODE_X:
+        return []
+    x = p.xtab[q]
+    out = list(range(x.base >> 3, (x.base >> 3) + max(x.length, 1))) \
+        if x.base & 7 == MODE_L else []
+    if index and x.index & 7 == MODE_L:
+        out.append(x.index >> 3)
+    return out
+
+
 class _LaneFn(_TanFn):
     """A function's C in a lane mode: the rules of "t" ("vt") and "at" ("vat") over W
     tangent directions at once, for a full Hessian in one run.  A cell's W tangents (and
@@ -183,13 +199,7 @@ class _LaneFn(_TanFn):
         need: set[int] = set()
 
         def cell(w: int) -> None:
-            m, q = w & 7, w >> 3
-            if m == MODE_L:
-                need.add(q)
-            elif m == MODE_X:
-                x = p.xtab[q]
-                if x.base & 7 == MODE_L:
-                    need.update(range(x.base >> 3, (x.base >> 3) + max(x.length, 1)))
+            need.update(_frame_cells(p, w))
 
         for row in self.code[self.begin:self.end + 1]:
             op = ops[int(row[0])]
@@ -232,15 +242,7 @@ class _LaneFn(_TanFn):
                     words[0] >> 3 not in touched:
                 zeroed.add(words[0] >> 3)
             for w in words:
-                m, q = w & 7, w >> 3
-                if m == MODE_L:
-                    touched.add(q)
-                elif m == MODE_X:
-                    x = p.xtab[q]
-                    if x.base & 7 == MODE_L:
-                        touched.update(range(x.base >> 3, (x.base >> 3) + max(x.length, 1)))
-                    if x.index & 7 == MODE_L:
-                        touched.add(x.index >> 3)
+                touched.update(_frame_cells(p, w, index=True))
         runs: list[tuple[int, int]] = []
         for k in sorted(q for q in need - zeroed if q < self.fs):
             if runs and runs[-1][1] == k:
