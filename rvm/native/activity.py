@@ -32,6 +32,20 @@ The analysis:
 The seeds are the wrt cells, when the caller knows them (`Activity(program, wrt_addrs)`), else
 every differentiable global (any of which a caller may name as wrt), which leaves out only
 locals, temporaries and constants: safe for any wrt.
+
+The tangent modes (rvm/native/tangent.py) ask two more questions of the same flow:
+* `tangent=True`: can a cell's tangent be anything but zero?  The rules add a tangent term only
+  where its factor is not zero (rvm/_adrules.h, rvm/_dual.h), so a cell that is not varied
+  keeps a zero tangent, with one exception: an lns scale rule multiplies the target's tangent
+  by the factor g, and g * 0 is NaN when g is infinite (an lns value beyond the doubles).  So
+  with `tangent`, every scale rule's target is varied (from a location that always is).
+* `flow=False`: the same flow without the per-row view of main, as for the other functions.
+  The adjoint sweep with tangents uncomputes the tangents (each row's tangent update is
+  undone), and in floating point an undone update can leave a residue: a cell the forward run
+  proves zero at a row can hold a tiny tangent there during the sweep, and pass it to cells
+  that are never varied in the forward run.  The sweep's tangents are therefore those of
+  every cell some row can make varied, anywhere (a closure over every row's flow, kills
+  ignored).
 """
 from __future__ import annotations
 
@@ -44,14 +58,17 @@ from isa.program import MODE_G, MODE_L, MODE_N, MODE_P, MODE_X
 from isa.table import OPS
 
 _STACK = ("stack",)
+_NONFINITE = ("nonfinite",)     # (tangent) a scale rule's g * 0: always varied
 _BY_CODE = {op.code: op for op in OPS}
 
 
 class Activity:
     """Which operands of a program can carry a derivative of the seeds (see the module)."""
 
-    def __init__(self, program, seeds: Iterable[int] | None = None):
+    def __init__(self, program, seeds: Iterable[int] | None = None, *, tangent: bool = False,
+                 flow: bool = True):
         self.p = program
+        self.tangent, self.flow = tangent, flow
         # the static cells' locations: a global (by its index) or a constant, by address range
         spans = [(g.addr, g.size, ("G", i)) for i, g in enumerate(program.globals)]
         spans += [(c.addr, 1 if c.length is None else max(c.length, 1), ("C", i))
@@ -70,11 +87,14 @@ class Activity:
         self._params: list[list[frozenset]] = [[frozenset()] * len(f.params)
                                                for f in program.functions]
         self._bind_params()
+        seed_locs: set[tuple]
         if seeds is None:
             seed_locs = {("G", i) for i, g in enumerate(program.globals)
                          if g.type in DIFFERENTIABLE}
         else:
             seed_locs = {self._static(a) for a in seeds}
+        if tangent:
+            seed_locs.add(_NONFINITE)
         self._cache: dict[tuple[int, int, int], bool] = {}
         self._propagate(seed_locs)
 
@@ -182,7 +202,9 @@ class Activity:
                 return [(cells[0], cells[1])]
             return [(cells[0], cells[1] | cells[2])]
         if rule.kind == "scale":
-            return [(cells[0], cells[1])] if rule.args else []
+            nf = frozenset((_NONFINITE,)) if self.tangent else frozenset()
+            return [(cells[0], (cells[1] if rule.args else frozenset()) | nf)] \
+                if rule.args or self.tangent else []
         if rule.kind == "swap":
             return [(cells[0] | cells[1], cells[0] | cells[1])]
         if rule.kind == "rot":
@@ -240,7 +262,7 @@ class Activity:
         called_main = any(p.callsites[int(row[1])].func == main
                           for g in p.functions for row in p.code[g.begin:g.end + 1]
                           if _BY_CODE[int(row[0])].family in ("call", "uncall"))
-        if called_main:                        # main runs more than once: flow-insensitive
+        if called_main or not self.flow:       # main runs more than once: flow-insensitive
             every = self._closure(seeds, self._edges_of(range(len(p.functions))))
             self._in = None
             self._rest = self._shared_varied = frozenset(every)
@@ -341,6 +363,13 @@ class Activity:
                 got = not self._rest.isdisjoint(locs)
             self._cache[key] = got
         return got
+
+    def frame_cells(self, fi: int) -> list[int]:
+        """The offsets in function fi's frame of the cells varied anywhere: the only frame
+        cells whose duals the generated code reads (the others' are written, if at all, to a
+        sink)."""
+        f = self.p.functions[fi]
+        return [k for k in range(f.frame_size) if self._local(fi, k) in self.varied_anywhere]
 
     def ever(self, fi: int, w: int) -> bool:
         """Can operand word w of function fi name a cell varied anywhere (the cells whose
