@@ -41,8 +41,8 @@ class Native:
                               # rvm_native_backward_at
     run_backward: int = 0     # "gradient": address of rvm_native_run_backward (a backward run)
     lanes: tuple[int, int] = (0, 0)     # "tangent": rvm_native_forward_vt, _backward_vat
-    # "gradient": the addresses of the cells whose gradient its sweep gives (compile_program's
-    # wrt); None: any differentiable global's
+    # the addresses of the cells whose derivatives its code gives (compile_program's and
+    # compile_tangent's wrt); None: any differentiable global's
     wrt: frozenset[int] | None = None
     width: int = 0            # "lanes": the batch rows per group (forward/backward are
                               # rvm_native_forward_w and rvm_native_backward_wa)
@@ -77,19 +77,23 @@ def compile_program(program, wrt: Iterable[int] | None = None) -> Native:
                   addr[2], wrt=cells)
 
 
-def compile_tangent(program) -> Native:
-    """compile_program for the tangent modes (rvm/native/tangent.py)."""
+def compile_tangent(program, wrt: Iterable[int] | None = None) -> Native:
+    """compile_program for the tangent modes (rvm/native/tangent.py).  wrt: the addresses of
+    the only cells the tangents are seeded at and the derivatives asked of (the scalar modes
+    then leave out what cannot depend on them: rvm/native/activity.py); None: any
+    differentiable global, so any call's (what rvm.jvp, rvm.hvp and rvm.hessian build)."""
     t0 = time.perf_counter()
+    cells = None if wrt is None else frozenset(int(a) for a in wrt)
     # the lanes for this CPU (AVX: wider vectors, T5's Hessian about 1.6x faster); the scalar
     # modes portable (VEX-encoded, T2's jvp ran 2.1x slower: 3.7 against 1.75 µs)
-    lib, path, built = build(tangent.generate(program), for_cpu=(False, True))
+    lib, path, built = build(tangent.generate(program, cells), for_cpu=(False, True))
     if lib.rvm_native_abi() != ABI:
         raise BuildError(f"{path}: built for another rvm (ABI {lib.rvm_native_abi()})")
     addr = [ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
             for name in ("rvm_native_forward_t", "rvm_native_backward_at",
                          "rvm_native_forward_vt", "rvm_native_backward_vat")]
     return Native(lib, path, addr[0], addr[1], built, time.perf_counter() - t0, "tangent",
-                  lanes=(addr[2], addr[3]))
+                  lanes=(addr[2], addr[3]), wrt=cells)
 
 
 def compile_lanes(program) -> Native:

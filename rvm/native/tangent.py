@@ -17,10 +17,13 @@ Anything the interpreter would trap on gives up (BAIL), as in codegen.py.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from isa.derivatives import PF_FN1, PF_FN2, PF_MUL, PF_NONE, PF_ONE, RULES, pf_id
 from isa.program import MODE_L, MODE_X
 from isa.types import FLOAT, INT
 
+from .activity import Activity
 from .codegen import ABI_FN, PRELUDE, Unsupported, _Fn, entries, functions
 
 # a tangent dropped (ad_release of rvm/_ad.pxi): count it, keep the first pc and the largest
@@ -44,12 +47,84 @@ static inline int rvm_any_nz(const double* p, i64 n) {
 """
 
 
+def _runs(cells: list[int]) -> list[tuple[int, int]]:
+    """Sorted cells as runs [lo, hi) of consecutive ones."""
+    runs: list[tuple[int, int]] = []
+    for k in sorted(cells):
+        if runs and runs[-1][1] == k:
+            runs[-1] = (runs[-1][0], k + 1)
+        else:
+            runs.append((k, k + 1))
+    return runs
+
+
+def _clear(arr: str, base: str, runs: list[tuple[int, int]]) -> str:
+    """C that zeroes the doubles arr[base + lo .. base + hi) of every run."""
+    return " ".join(f"memset({arr} + {base} + {lo}, 0, {hi - lo} * sizeof(double));"
+                    for lo, hi in runs)
+
+
 class _TanFn(_Fn):
     """A function's C in a tangent mode: rules "t" (the forward run with tangents) or "at"
-    (the sweep with the adjoint and adjoint-tangent rules too)."""
+    (the sweep with the adjoint and adjoint-tangent rules too).
+
+    With the activity analyses (`acts`, set by generate(): rvm/native/activity.py) the code
+    leaves out what is provably zero.  A cell's tangent is read as the constant 0.0 where it is
+    not varied (in the forward run per row, in the sweep anywhere: see activity.py on the
+    residues of uncomputed tangents), so the compiler drops the products with it; a tangent
+    rule none of whose sources is varied is left out (every rule adds a term only where its
+    tangent factor is not zero, so it would change no number); the adjoint and adjoint-tangent
+    updates of cells no wrt cell varies go to a sink, as in codegen.py's sweep; and only the
+    frame cells some rule can read have their duals cleared."""
 
     MODES = {"t": (("T",), "t"), "at": (("T", "A", "AT"), "at")}
     INLINE_ROWS = -1          # calls stay calls (inlining doubles the compile time)
+    # rules -> (the tangents' activity, the adjoints'): None, every operand is active
+    acts: dict[str, tuple[Activity | None, Activity | None]] = {}
+
+    def __init__(self, *args, **kw) -> None:
+        super().__init__(*args, **kw)
+        self.tact, adj = self.acts.get(self.rules, (None, None))
+        if adj is not None:
+            self.activity = adj
+
+    # -- what may be nonzero ---------------------------------------------------------------
+    def t_active(self, op, c, pc: int, cut: bool = False) -> list[bool]:
+        """Per cell operand of row pc: may its tangent be nonzero there (cut: anywhere)?"""
+        slots = [1 + i for i, k in enumerate(op.operands) if k in ("y", "a")]
+        a = self.tact
+        if a is None:
+            return [True] * len(slots)
+        if cut:
+            return [a.ever(self.fi, c[s]) for s in slots]
+        return [a.active(self.fi, pc, c[s]) for s in slots]
+
+    def clears(self, fi: int) -> dict[str, list[tuple[int, int]]]:
+        """Per dual array of this mode: the runs of function fi's frame cells to zero as it is
+        entered (ad_frame): those some rule may read (all of them without an analysis)."""
+        fs = self.p.functions[fi].frame_size
+        out = {}
+        for arr in self.duals:
+            act = self.tact if arr == "T" else self.activity
+            out[arr] = [(0, fs)] if act is None else _runs(act.frame_cells(fi))
+        return out
+
+    def call(self, c, forward: bool, pc: int) -> list[str]:
+        out = super().call(c, forward, pc)
+        if self.tact is None and self.activity is None:
+            return out
+        fi = self.p.callsites[c[1]].func
+        fs = self.p.functions[fi].frame_size
+        nfp = f"fp + {self.fs}"
+        runs = self.clears(fi)
+        for arr in self.duals:
+            whole = f"memset({arr} + {nfp}, 0, {fs} * sizeof(double));"
+            assert whole in out, whole
+            out[out.index(whole)] = _clear(arr, f"({nfp})", runs[arr])
+        return out
+
+    def locals(self) -> list[str]:
+        return ["double ez = 0.0; (void)ez;", *super().locals()]
 
     def row(self, pc: int) -> None:
         c = [int(v) for v in self.code[pc]]
@@ -57,35 +132,50 @@ class _TanFn(_Fn):
             super().row(pc)
             return
         # do_return: the frame must be zero, then its tangents are released (counted in the
-        # forward run, for rvm.jvp's ancilla check: nothing reads the sweep's count)
-        rel = (f"if (rvm_any_nz(T + fp, {self.fs})) "
-               f"for (i64 k = 0; k < {self.fs}; k++) REL(T[fp + k], {pc});"
-               if self.rules == "t" else "")
+        # forward run, for rvm.jvp's ancilla check: nothing reads the sweep's count); a frame
+        # cell that is never varied has a zero tangent
+        rel = " ".join(f"if (rvm_any_nz(T + fp + {lo}, {hi - lo})) "
+                       f"for (i64 k = {lo}; k < {hi}; k++) REL(T[fp + k], {pc});"
+                       for lo, hi in self.clears(self.fi)["T"]) if self.rules == "t" else ""
         self.emit(f"L{pc}: n++; {self.write_back()} {self.frame_check(pc)} {rel}")
         self.emit("*np = n; return 0;")
 
     def rule(self, op, c, P, pc: int) -> list[str]:
         """ad_rule (and, in the forward run, ad_inline) of rvm/_ad.pxi with the tangents on
         and, in the sweep, the adjoints: calls of the rule kinds' functions in rvm/_adrules.h,
-        as the interpreter makes them."""
+        as the interpreter makes them, less what is provably zero (the class docstring)."""
         rule = RULES[op.name]
         if rule is None:
             return []
         adj = self.rules == "at"
         t = op.types[0] if op.types else None
         s = rule.sign
+        cut = rule.kind in ("scope", "move")
+        tv = self.t_active(op, c, pc, cut)
+        av = self.active(op, c, pc, cut) if adj else [False] * len(P)
         T = [r.duals.get("T", "") for r in P]
-        A = [r.duals.get("A", "") for r in P]
-        E = [r.duals.get("AT", "") for r in P]
+        # the adjoint (and its tangent) of a source no wrt cell varies goes to a sink; the
+        # target's is its own (a varied source makes it varied: codegen.py's rule)
+        A = [r.duals.get("A", "") if a or i == 0 else "dz" for i, (r, a) in enumerate(zip(P, av))]
+        E = [r.duals.get("AT", "") if a or i == 0 else "ez"
+             for i, (r, a) in enumerate(zip(P, av))]
+        # a tangent read: the constant zero where it is not varied
+        TR = [x if a else "0.0" for x, a in zip(T, tv)]
         if rule.kind == "update":
             pf = pf_id(op)
             if pf == PF_NONE:
                 return []
+            ton, aon = any(tv[1:]), any(av[1:])
+            if not ton and not aon:
+                return []
             if pf == PF_ONE:
                 if not adj:                        # ad_inline: y' += s a'
-                    return [f"rvm_ad_one({-s}.0, {T[1]}, &{T[0]});"]
-                return [f"if ({T[1]} != 0.0) rvm_ad_one({-s}.0, {T[1]}, &{T[0]}); "
-                        f"rvm_ad_one({s}.0, {A[0]}, &{A[1]}); rvm_ad_one({s}.0, {E[0]}, &{E[1]});"]
+                    return [f"rvm_ad_one({-s}.0, {TR[1]}, &{T[0]});"]
+                out = [f"if ({TR[1]} != 0.0) rvm_ad_one({-s}.0, {TR[1]}, &{T[0]});"] if ton else []
+                if aon:
+                    out.append(f"rvm_ad_one({s}.0, {A[0]}, &{A[1]}); "
+                               f"rvm_ad_one({s}.0, {E[0]}, &{E[1]});")
+                return [" ".join(out)]
             sty = op.types[1] if len(op.types) > 1 else t
             if pf >= PF_FN2:
                 pf, ib = pf + c[4], 2
@@ -94,50 +184,68 @@ class _TanFn(_Fn):
             else:
                 ib = 2
             assert pf != PF_MUL or ib == 2
+            # the forward run needs the partials' values only (their tangents feed the
+            # adjoint-tangent rule), which do not depend on the tangents
+            t0, t1 = (TR[1], TR[ib]) if aon else ("0.0", "0.0")
             ad = [f"&{A[0]}", f"&{A[1]}", f"&{A[ib]}", f"&{E[0]}", f"&{E[1]}", f"&{E[ib]}"] \
-                if adj else ["0"] * 6
-            out = [f"{{ rvm_dual dx0, dx1, dd[2]; dx0.v = {self.real(P[1], sty)}; "
-                   f"dx0.t = {T[1]}; dx1.v = {self.real(P[ib], sty)}; dx1.t = {T[ib]}; "
+                if aon else ["0"] * 6
+            out = [f"{{ rvm_dual dx0, dx1, dd[2]; double zt0 = {TR[1]}, zt1 = {TR[ib]}; "
+                   f"dx0.v = {self.real(P[1], sty)}; dx0.t = {t0}; "
+                   f"dx1.v = {self.real(P[ib], sty)}; dx1.t = {t1}; "
                    f"{self.partials_inline(op, c)} "
-                   f"rvm_ad_update({s}.0, np, dd, 1, {int(adj)}, &{T[0]}, &{T[1]}, &{T[ib]}, "
+                   f"rvm_ad_update({s}.0, np, dd, 1, {int(aon)}, &{T[0]}, &zt0, &zt1, "
                    f"{', '.join(ad)}); }}"]
             return [" ".join(out)]
-        if rule.kind == "scale":                # lns y *= a^s
+        if rule.kind == "scale":                # lns y *= a^s (its target always varied)
             sty = op.types[-1]
             da = sty != INT
+            aon = adj and any(av)
             ad = [f"&{A[0]}", f"&{A[1]}" if da else "0", f"&{E[0]}", f"&{E[1]}" if da else "0"] \
-                if adj else ["0"] * 4
-            return [f"rvm_ad_scale({s}.0, {self.real(P[1], sty)}, {int(da)}, "
-                    f"{self.real(P[0], t)}, 1, {int(adj)}, &{T[0]}, "
-                    f"{f'&{T[1]}' if da else '0'}, {', '.join(ad)});"]
+                if aon else ["0"] * 4
+            return [f"{{ double zta = {TR[1] if da else '0.0'}; "
+                    f"rvm_ad_scale({s}.0, {self.real(P[1], sty)}, {int(da)}, "
+                    f"{self.real(P[0], t)}, 1, {int(aon)}, &{T[0]}, "
+                    f"{'&zta' if da else '0'}, {', '.join(ad)}); }}"]
         if rule.kind in ("neg", "swap"):
-            arrs = [T] + ([A, E] if adj else [])
+            arrs = ([T] if any(tv) else []) + ([A, E] if any(av) else [])
             if rule.kind == "neg":
                 return [" ".join(f"rvm_ad_neg(&{d[0]});" for d in arrs)]
+            # a swap of a varied and a constant cell exchanges both cells' duals
+            arrs = ([T] if any(tv) else []) + \
+                ([[r.duals.get(k, "") for r in P] for k in ("A", "AT")] if any(av) else [])
             return [" ".join(f"rvm_ad_swap(&{d[0]}, &{d[1]});" for d in arrs)]
         if rule.kind == "move":                 # the duals go with the word (ad_rule)
-            pairs = [("stan", T)] + ([("sadj", A), ("sadjt", E)] if adj else [])
+            pairs = ([("stan", T)] if tv[0] else []) + \
+                ([("sadj", A), ("sadjt", E)] if av[0] else [])
             if op.family == "push":
                 return [" ".join(f"rvm_ad_push(&{d[0]}, &st->{s_}[st->sp - 1]);"
                                  for s_, d in pairs)]
-            return [f"REL({T[0]}, {pc}); " + " ".join(
+            return [(f"REL({T[0]}, {pc}); " if tv[0] else "") + " ".join(
                 f"rvm_ad_pop(&st->{s_}[st->sp], &{d[0]});" for s_, d in pairs)]
         if rule.kind == "scope":
-            return [f"REL({T[0]}, {pc}); " + " ".join(
-                f"rvm_ad_scope(&{d[0]});" for d in ([T] + ([A, E] if adj else [])))]
+            return [(f"REL({T[0]}, {pc}); " if tv[0] else "") + " ".join(
+                f"rvm_ad_scope(&{d[0]});" for d in (([T] if tv[0] else []) +
+                                                     ([A, E] if av[0] else [])))]
         if rule.kind == "rot":
-            return [self.rot(s, t, P, T, A, E, adj)]
+            if not any(tv) and not any(av):
+                return []
+            # the rotated cells' duals are exchanged like a swap's: both their own
+            A[:2] = [r.duals.get("A", "") for r in P[:2]]
+            E[:2] = [r.duals.get("AT", "") for r in P[:2]]
+            return [self.rot(s, t, P, T, TR, A, E, any(av))]
         raise Unsupported(f"pc {pc}: the rule of `{op.name}`")
 
-    def rot(self, s: int, t, P, T, A, E, adj: bool) -> str:
+    def rot(self, s: int, t, P, T, TR, A, E, adj: bool) -> str:
         """ad_rot of rvm/_ad.pxi: the values now are the rotated ones."""
         if t == FLOAT:
             cs = f"double C = cs[0], S = {s}.0 * cs[1];"     # the rotation's own cos, sin
         else:
             cs = f"double th = {self.real(P[2], t)}; double C = cos(th), S = {s}.0 * sin(th);"
         out = [f"{{ {cs} double xa = {self.real(P[0], t)}, ya = {self.real(P[1], t)}; "
-               f"double txb = {T[0]}, tyb = {T[1]}, tth = {T[2]}; (void)txb; (void)tyb; "
-               f"rvm_rot_tangent({s}.0, C, S, xa, ya, tth, &{T[0]}, &{T[1]});"]
+               f"double txb = {TR[0]}, tyb = {TR[1]}, tth = {TR[2]}; (void)txb; (void)tyb; "
+               f"double tx_ = txb, ty_ = tyb; "
+               f"rvm_rot_tangent({s}.0, C, S, xa, ya, tth, &tx_, &ty_); "
+               f"{T[0]} = tx_; {T[1]} = ty_;"]
         if adj:
             out.append(f"double xp, yp, ax, ay; rvm_rot_adjoint({s}.0, C, S, xa, ya, &{A[0]}, "
                        f"&{A[1]}, &{A[2]}, &xp, &yp, &ax, &ay); "
@@ -391,16 +499,23 @@ class _LaneFn(_TanFn):
         raise Unsupported(f"pc {pc}: the rule of `{op.name}`")
 
 
-def generate(program) -> list[str]:
+def generate(program, wrt: Iterable[int] | None = None) -> list[str]:
     """The C of `program`'s tangent modes, two translation units that build.build compiles at
     once into one library: rvm_native_forward_t (the forward run with the tangents of the
     cells, from the state the caller set up) and rvm_native_backward_at (the sweep back to
     the start with the adjoint, tangent and adjoint-tangent rules) at the library's flags;
     and the same over st->lanes directions at once (rvm_native_forward_vt, _backward_vat)
-    under LANE_OPTIONS.  Raises Unsupported for what codegen.py does not cover."""
+    under LANE_OPTIONS.  The scalar modes leave out what the activity analyses prove zero
+    (_TanFn) for tangents seeded at, and derivatives asked of, the cells at addresses `wrt`
+    (None: any differentiable global, so any call's).  Raises Unsupported for what
+    codegen.py does not cover."""
     main = program.main
+    cells = None if wrt is None else sorted(set(wrt))
+    acts = {"t": (Activity(program, cells, tangent=True), None),
+            "at": (Activity(program, cells, tangent=True, flow=False), Activity(program, cells))}
+    fn = type("_TanFnActive", (_TanFn,), {"acts": acts})
     protos, bodies = functions(program, {(main, 1, "t"): "main_ft", (main, -1, "at"): "main_bat"},
-                               _TanFn)
+                               fn)
     lprotos, lbodies = functions(program, {(main, 1, "vt"): "main_fvt",
                                            (main, -1, "vat"): "main_bvat"}, _LaneFn)
     # main's frame duals are zero when it is entered (ad_frame): the entries clear those a
@@ -411,6 +526,16 @@ def generate(program) -> list[str]:
         ("rvm_native_forward_t", "main_ft", ("tan",), "run main with tangents"),
         ("rvm_native_backward_at", "main_bat", ("tan", "adj", "adjt"),
          "from main's end: every rule on")])
+    # ... of those the frame cells some rule may read (_TanFn.clears)
+    fp, fs = program.n_static, program.functions[main].frame_size
+    for arr, name, act in (("tan", "main_ft", acts["t"][0]), ("tan", "main_bat", acts["at"][0]),
+                           ("adj", "main_bat", acts["at"][1]), ("adjt", "main_bat", acts["at"][1])):
+        head = scalar.index(f"rc = {name}(")
+        whole = f"memset(st->{arr} + {fp}, 0, {fs} * sizeof(double));"
+        assert act is not None
+        at = scalar.rindex(whole, 0, head)
+        scalar = scalar[:at] + _clear(f"st->{arr}", f"{fp}", _runs(act.frame_cells(main))) + \
+            scalar[at + len(whole):]
     # main's frame lanes are cleared in main; the lanes' forward run reads no adjoint
     lanes = entries(program, [
         ("rvm_native_forward_vt", "main_fvt", (), "run main, st->lanes tangents"),
