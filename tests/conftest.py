@@ -1,8 +1,11 @@
 """Session-wide test settings."""
 import atexit
+import gc
 import os
 import shutil
 import tempfile
+
+import pytest
 
 # native code (rvm/native) built by the tests goes to a cache of the test run, never to the
 # user's ~/.cache; a cache this run made (owner-only, from mkdtemp) is removed when it ends.
@@ -33,3 +36,17 @@ if not os.environ.get("RVM_CACHE_DIR"):
     _cache = tempfile.mkdtemp(prefix=f"{_PREFIX}{os.getpid()}-")
     os.environ["RVM_CACHE_DIR"] = _cache
     atexit.register(shutil.rmtree, _cache, ignore_errors=True)
+
+
+@pytest.fixture
+def no_gc():
+    """For the Ctrl-C tests: hypothesis installs a gc callback, and a SIGINT (interrupt_main)
+    that arrives while it runs is printed as "Exception ignored" and lost; a run that would not
+    end then never stops. With no collections during the test the interrupt reaches the run."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()

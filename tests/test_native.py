@@ -448,6 +448,7 @@ func main() {
 """
 
 
+@pytest.mark.usefixtures("no_gc")
 def test_ctrl_c_stops_a_long_native_run_and_the_next_call_is_right():
     """The native code polls for signals every 2^24 steps.  Interrupted 40 calls deep, deeper
     than any run before, it leaves frames the machine had never used: the next call must

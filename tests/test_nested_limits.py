@@ -233,6 +233,7 @@ def test_a_trap_inside_a_nested_run_names_its_statement():
 FOREVER = LONG.replace("n: int = 1000", "n: int = -1")      # i counts up to 2^64 - 1
 
 
+@pytest.mark.usefixtures("no_gc")
 def test_ctrl_c_stops_a_nested_run_in_python():
     """A SIGINT (interrupt_main) during a nested run that would not end for centuries raises
     KeyboardInterrupt from Machine.run, as for an outer run; the machine then says where it
@@ -367,6 +368,7 @@ def test_the_debugger_steps_over_a_statement_and_restarts_after_a_nested_trap(tm
            "there; reset it" in out
 
 
+@pytest.mark.usefixtures("no_gc")
 @pytest.mark.parametrize("call", ["run", "grad", "jvp"])
 def test_ctrl_c_stops_the_one_shot_calls_and_they_work_after(call):
     """rvm.run / rvm.grad / rvm.jvp (their reused machines and the gradient sweeps) stop on a
