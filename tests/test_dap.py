@@ -504,3 +504,48 @@ def test_janus_source_lines(stdio):
     depth = len(c.frames())
     c.stop("stepOut")
     assert len(c.frames()) == depth - 1 and c.frames()[0]["line"] == 15   # after the call
+
+
+NESTED = """\
+input  x: float = 0.5
+output g: float
+output y: float
+
+func f(out: float, x: float) {
+    out += x * x
+}
+
+func main() {
+    call f(y, x)
+    g += grad f(x) wrt x
+}
+"""
+
+
+def test_a_breakpoint_in_a_function_a_statement_runs_says_so(stdio, tmp_path):
+    """A breakpoint in f, which a derivative statement runs as a nested run, is set (it stops
+    where f runs as an ordinary call) and carries the debugger's note as its message; one in
+    main carries none."""
+    prog = tmp_path / "nested.rasm"
+    prog.write_text(NESTED)
+    c = stdio
+    c.start(str(prog), breakpoints={str(prog): [{"line": 6}]})
+    c.event("stopped")
+    r = c.request("setBreakpoints", {"source": {"path": str(prog)},
+                                     "breakpoints": [{"line": 6}, {"line": 10}]})
+    in_f, in_main = r["body"]["breakpoints"]
+    assert in_f["verified"] and in_f["line"] == 6
+    assert in_f["message"] == (
+        f"f runs inside the nested runs of the derivative statement at {prog}:11: the "
+        "debugger steps over a statement as one instruction and does not stop inside its "
+        "nested runs; this breakpoint stops only where f runs as an ordinary call.")
+    assert in_main["verified"] and "message" not in in_main
+    r = c.request("setFunctionBreakpoints", {"breakpoints": [{"name": "f"}]})
+    assert r["body"]["breakpoints"][0]["message"].startswith("f runs inside the nested runs")
+    # it stops at the ordinary call, once: the statement's nested run passes it by
+    c.request("setFunctionBreakpoints", {"breakpoints": []})
+    c.request("setBreakpoints", {"source": {"path": str(prog)}, "breakpoints": [{"line": 6}]})
+    assert c.stop("continue")["reason"] == "breakpoint"
+    assert [f["name"].split("(")[0] for f in c.frames()] == ["f", "main"]
+    assert c.stop("continue")["reason"] != "breakpoint"
+    assert c.variables(c.scopes()["Globals"])["g"] == "1.0"

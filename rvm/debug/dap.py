@@ -330,6 +330,11 @@ class DapServer:
         out = {"id": bp.number, "verified": True}
         if loc:
             out.update(source=self._source(loc[0]), line=loc[1], column=loc[2] or 1)
+        # set, but a function that derivative statements run does not stop inside their nested
+        # runs: the editor shows the message on the breakpoint, as `break` prints its note
+        nested = self.s.nested_note(bp.pcs)
+        if nested:
+            out["message"] = nested + "."
         return out
 
     def _check_conditions(self, spec: dict) -> tuple[str | None, str | None]:
