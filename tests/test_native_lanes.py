@@ -199,4 +199,112 @@ def test_an_index_changed_by_a_row_input_is_checked_again():
     k[2 * W + 3] = 2                                      # group 2: two values
     assert batch_vs_single(prog, "y", "x", {"x": x, "k": k}, B) == (2, 1, [])
     src = lanes.generate(prog)
-    assert src.count("rvm_uniform(MV") == 2 * 2           # i's two uses, in both directions
+    # i (a local written from the input k: not one value in every lane) is a C array of its
+    # lanes, checked at its two uses, in both directions
+    assert src.count("rvm_uniform(vL0)") == 2 * 2
+
+
+# i holds one value in every lane (from a constant): the lanes keep it as one C scalar and run
+# its rows once; j comes from the input n and m from the float input x (a conversion): they
+# are per lane, C arrays of W lanes, checked where they index
+UNIFORM = """
+input x: float = 1.0
+input n: int = 1
+const c: int[3] = [1, 2, 0]
+const arr: float[4] = [1.5, 2.0, 3.0, 4.0]
+output y: float
+func main() {
+    local i: int
+    local j: int
+    local m: int
+    local t: float
+    i += c[1]
+    j += n
+    m += int(x)
+    with {
+        t += arr[i] * x
+    } do {
+        y += t * arr[j]
+    }
+    y += arr[m] * x
+    m -= int(x)
+    j -= n
+    i -= c[1]
+}
+"""
+
+
+def test_cells_that_hold_one_value_in_every_lane_are_scalars():
+    prog = rvm.assemble(UNIFORM)
+    src = lanes.generate(prog)
+    assert "i64 uL0 = " in src and "uL0 = w_y;" in src                 # i: one scalar
+    assert "i64 vL1[W]" in src and "i64 vL2[W]" in src                 # j, m: W lanes
+    assert "i64 vL3[W]" in src and "double gL3[W]" in src              # t, its adjoints
+    assert "rvm_uniform(vL1)" in src and "rvm_uniform(vL2)" in src
+    assert "rvm_uniform(uL0)" not in src and "vL0" not in src
+    B = 3 * W
+    x = np.linspace(0.6, 1.4, B)                         # int(x) is 1 in every row
+    n = np.full(B, 2)
+    n[W + 3] = 3                                         # group 1: j differs in one row
+    assert batch_vs_single(prog, "y", "x", {"x": x, "n": n}, B) == (2, 1, [])
+    x[2 * W + 1] = 2.0                                   # group 2: m differs in one row
+    assert batch_vs_single(prog, "y", "x", {"x": x, "n": n}, B) == (1, 2, [])
+
+
+def test_petersen_lanes_keep_its_ints_as_scalars():
+    """Petersen's loop counters and indexes derive from constants only: no lane check is
+    left; its float temporary t is a C array (a vector register), with its adjoints."""
+    src = lanes.generate(rvm.assemble("programs/petersen.rasm"))
+    assert "if (!rvm_uniform(" not in src
+    assert "i64 uL0 = " in src and "i64 vL2[W]" in src and "double gL2[W]" in src
+
+
+# z is zero: the scalar row i += c / z traps in every lane; the group gives up and every row
+# is reported with its index, as the single call reports it
+SCALAR_TRAP = """
+input x: float = 1.0
+const c: int = 7
+output y: float
+func main() {
+    local z: int
+    local i: int
+    y += x * x
+    i += c / z
+    y += x
+    i -= c / z
+}
+"""
+
+
+def test_a_trap_in_a_scalar_row_is_reported_for_every_row():
+    prog = rvm.assemble(SCALAR_TRAP)
+    src = lanes.generate(prog)
+    assert "if (rvm_op_adddiv_i(&w_y, " in src            # once, not in a loop over lanes
+    B = 2 * W
+    assert batch_vs_single(prog, "y", "x", {"x": np.linspace(1.0, 2.0, B)}, B) == \
+        (0, 2, list(range(B)))
+
+
+# the sweep's rules skip what no varied cell reads (rvm/native/activity.py): the local s comes
+# from a constant only, so the adjoint it would get from y += s * x goes to the lane's sink
+ACTIVITY = """
+input x: float = 1.0
+const a: float = 0.5
+output y: float
+func main() {
+    local s: float
+    s += sqrt(a)
+    y += s * x
+    y += x * x
+    s -= sqrt(a)
+}
+"""
+
+
+def test_the_sweep_skips_the_rules_into_cells_that_carry_no_derivative():
+    prog = rvm.assemble(ACTIVITY)
+    src = lanes.generate(prog)
+    assert "&dz)" in src                                  # s's adjoint, into the sink
+    B = 2 * W
+    x = np.linspace(-1.0, 2.0, B)
+    assert batch_vs_single(prog, "y", "x", {"x": x}, B) == (2, 0, [])

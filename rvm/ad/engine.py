@@ -1058,7 +1058,10 @@ class GradFn(_core.GradFnBase):
         out = np.full((B, n), np.nan)
         status = np.ones(B, dtype=np.int64)
         if self._first:                 # the first call checks the ancillas, as f() does
-            self(batch_row(batch_rows, shared, 0))
+            try:
+                self(batch_row(batch_rows, shared, 0))
+            except RVMError:            # row 0 traps: reported below by its index, as any row
+                pass
         if self._nat is None and self._choice is not False and \
                 os.environ.get("RVM_NATIVE") != "0":
             try:

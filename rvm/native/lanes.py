@@ -18,8 +18,17 @@ data (an arithmetic trap, a cell that must be zero, an assertion) sets the lane'
 word, which the function reads at every taken jump and at its return, and gives up there
 (until then the lane computes on: every address is still checked and a loop still ends).
 The caller then runs each row of the group through the scalar native code (rvm/_batch.pxi:
-grad_group, grad_row), which reports a row's trap as today.  Nothing is promoted to C
-locals: a cell's lanes live in memory (L1) and each row loads and stores them.
+grad_group, grad_row), which reports a row's trap as today.
+
+Cells in registers: the cells codegen would keep in C locals (named directly, out of reach
+of every index and parameter) are C locals here too.  An int cell that holds one value in
+every lane (Uniform: no batch input reaches it, e.g. a loop counter or an index computed
+from constants) is one C scalar: its rows run once for the group (scalar_row, codegen's
+scalar code), and it indexes and branches without a check that the lanes agree.  Any other
+is a C array of its W lanes (and with the rules its adjoints'), which gcc keeps in a vector
+register across rows.  Both go to memory before a call and at the return, as codegen's.
+The sweep's rules skip the adjoints no varied cell reads (activity.py, seeded with every
+differentiable global: the library serves every wrt), into a per-lane sink.
 
 The loops are `omp simd` (-fopenmp-simd: gcc vectorizes them whatever its cost model says,
 and no lane depends on another) under tangent.LANE_OPTIONS and FLAGS.
@@ -28,9 +37,11 @@ from __future__ import annotations
 
 from isa.cgen import distinct_pairs, func_name, has_body, operand_names
 from isa.derivatives import PF_FN1, PF_FN2, PF_MUL, PF_NONE, PF_ONE, RULES, pf_id
-from isa.program import MODE_G, MODE_L, MODE_P
+from isa.program import MODE_G, MODE_L, MODE_N, MODE_P, MODE_X
+from isa.table import OPS
 from isa.types import INT
 
+from .activity import Activity
 from .codegen import (
     _COVERED,
     ABI_FN,
@@ -70,13 +81,18 @@ HEAD = f"""\
    condition); rvm_failed: some lane of bad_ is not 0 (a lane's check failed).  With AVX-512
    or AVX2 each is a few vector instructions (an |= chain over the lanes, read back from a
    vector store, cost more than the row it checked) */
-#if defined(__AVX512F__) && W == 8
+#if defined(__AVX512F__) && W % 8 == 0
 #include <immintrin.h>
 static inline int rvm_uniform(const i64* p) {{
-    return _mm512_cmpneq_epi64_mask(_mm512_loadu_si512(p), _mm512_set1_epi64(p[0])) == 0;
+    __m512i b = _mm512_set1_epi64(p[0]), d = _mm512_setzero_si512();
+    for (int k = 0; k < W; k += 8)
+        d = _mm512_or_si512(d, _mm512_xor_si512(_mm512_loadu_si512(p + k), b));
+    return _mm512_test_epi64_mask(d, d) == 0;
 }}
 static inline int rvm_failed(const i64* p) {{
-    __m512i v = _mm512_loadu_si512(p); return _mm512_test_epi64_mask(v, v) != 0;
+    __m512i d = _mm512_setzero_si512();
+    for (int k = 0; k < W; k += 8) d = _mm512_or_si512(d, _mm512_loadu_si512(p + k));
+    return _mm512_test_epi64_mask(d, d) != 0;
 }}
 #elif defined(__AVX2__) && W == 8
 #include <immintrin.h>
@@ -106,13 +122,18 @@ int rvm_lanes_width(void) {{ return W; }}
 class LRef(Ref):
     """A cell operand over the lanes: `addr`, its scalar address (None for a constant's
     literal or a parameter's length, the same in every lane); val and the adjoint are lane
-    J's lvalues."""
+    J's lvalues.  `base` is the C pointer to its W lanes (memory, or a promoted cell's local
+    array; None for a literal or a cell kept as one scalar); `uni`: it holds one value in
+    every lane (Uniform), so lane 0's is the value; `local`: promoted (a C local)."""
 
     def __init__(self, addr: str | None, val: str, lo: int, hi: int, ptr: str | None = None):
         adj = {"A": f"AV[({addr}) * W + {J}]"} if addr is not None else {}
         super().__init__(ptr or f"(M + {addr})", val, adj, lo, hi)
         self.addr = addr
         self.key: tuple[str, int] | None = None     # a direct G or L cell: ("G", addr)
+        self.base: str | None = f"MV + ({addr}) * W" if addr is not None else None
+        self.uni = False
+        self.local = False
 
     def lane0(self) -> str:
         return self.val.replace(J, "0")
@@ -120,11 +141,12 @@ class LRef(Ref):
     def bound(self, k: int, pre: list[str]) -> LRef:
         """The same cell through pointers to its lanes declared in `pre` (q<k>, its values,
         and a<k>, its adjoints): the row's loop then indexes them by the lane alone, an
-        address gcc sees is the same in every lane."""
-        if self.addr is None and "A" not in self.duals:
+        address gcc sees is the same in every lane.  (A promoted cell's lanes are C locals
+        already.)"""
+        if self.local or (self.addr is None and "A" not in self.duals):
             return self
         r = LRef(self.addr, self.val, self.lo, self.hi, self.ptr)
-        r.key = self.key
+        r.key, r.uni, r.base = self.key, self.uni, self.base
         r.duals = dict(self.duals)
         if self.addr is not None:
             pre.append(f"i64* const q{k} = MV + ({self.addr}) * W;")
@@ -136,6 +158,77 @@ class LRef(Ref):
             r.duals = {"A": f"a{k}[{J}]"}
         r.adj = r.duals["A"]
         return r
+
+
+class SRef(Ref):
+    """A cell of a row run once for every lane (_BatchFn.scalar_row: int arithmetic on cells
+    that hold one value in every lane): its value is lane 0's (or the promoted scalar's), and
+    a store writes every lane."""
+
+    def __init__(self, r: Ref):
+        super().__init__(r.ptr, r.lane0() if isinstance(r, LRef) else r.val, {}, r.lo, r.hi)
+        self.base = r.base if isinstance(r, LRef) else None
+
+    def set(self, word: str) -> str:
+        if self.base is None:               # a cell kept as one scalar
+            return f"{self.val} = {word};"
+        return f"{{ const i64 v_ = {word}; {LOOP} ({self.base})[{J}] = v_; }}"
+
+
+_BY_CODE = {op.code: op for op in OPS}
+_STACK = ("stack",)
+
+
+class Uniform:
+    """Which cells hold one value in every lane of a group, wherever the code runs: the
+    cells no batch row's input reaches.  A batch's rows differ only in the input globals'
+    words; every lane starts from the same static image, frames and stack, and runs the same
+    rows (control is shared: the lanes give up where a branch would part them), so a cell
+    that only int arithmetic on such cells ever writes (and immediates, constants,
+    parameter lengths) holds one value.  Flow-insensitive, over activity.py's locations (a
+    global or local array, a parameter's every binding, the value stack): a location is not
+    uniform if it is an input, or some row writes it from a cell that may not be, or from a
+    non-int operand (a conversion, a comparison of floats), or with a push or pop of such a
+    value.  Such an int cell needs no per-lane words: the lanes keep it as one C scalar, its
+    rows run once (scalar_row), and it indexes and branches without the check that the
+    lanes agree."""
+
+    def __init__(self, program, act: Activity):
+        self.act = act
+        non: set = {("G", i) for i, g in enumerate(program.globals) if g.is_input}
+        rows = []
+        for fi, f in enumerate(program.functions):
+            for row in program.code[f.begin:f.end + 1]:
+                op = _BY_CODE[int(row[0])]
+                if op.family in ("push", "pop") or has_body(op):
+                    cells = [(k, act.locs(fi, int(row[1 + i])), op.operand_types[i])
+                             for i, k in enumerate(op.operands) if k in ("y", "a")]
+                    rows.append((op, cells))
+        changed = True
+        while changed:
+            changed = False
+            for op, cells in rows:
+                if op.family == "push":
+                    src, dst = cells[0][1], frozenset((_STACK,))
+                elif op.family == "pop":
+                    src, dst = frozenset((_STACK,)), cells[0][1]
+                else:
+                    src = frozenset().union(*(loc for _, loc, _ in cells))
+                    dst = frozenset().union(*(loc for k, loc, _ in cells if k == "y"))
+                    if not all(t == INT for _, _, t in cells):
+                        src = src | {None}             # a non-int operand: not uniform
+                        non.add(None)
+                if not src.isdisjoint(non) and not dst <= non:
+                    non |= dst
+                    changed = True
+        self.non = frozenset(non)
+
+    def uniform(self, fi: int, w: int) -> bool:
+        """Does operand word w of function fi name only cells that hold one value?"""
+        if (w & 7) == MODE_N:
+            return True
+        locs = self.act.locs(fi, w)
+        return bool(locs) and locs.isdisjoint(self.non)
 
 
 def fill(text: str, refs: list[Ref]) -> str:
@@ -154,13 +247,60 @@ class _BatchFn(_Fn):
     the adjoint rules."""
 
     MODES = {False: ((), "w"), True: (("A",), "wa")}
+    # which cells hold one value in every lane (generate() sets it: Uniform)
+    uni_cells: Uniform
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.promoted, self.dbl = set(), set()      # every cell's lanes stay in memory
+        # codegen's promotable cells (named directly, out of reach of every index and
+        # parameter), less the constants (literals already): an int cell that holds one value
+        # (Uniform) and only scalar rows write is one C scalar (`one`); any other a C array of
+        # its W lanes (`vec`, and with the rules its adjoints'), which gcc keeps in a vector
+        # register across the rows, as the scalar code keeps a cell in a register
+        cand = {k for k in self.promoted if not (k[0] == "G" and k[1] in self.consts)}
+        self.promoted, self.dbl = set(), set()
+        self.one = self._scalars(cand)
+        self.vec = cand - self.one
         self.nc = self.nq = 0
         self.known: set[tuple[str, int]] = set()     # int cells known uniform (uniform())
         self._targets: set[int] | None = None
+
+    def _scalars(self, cand: set) -> set:
+        """The candidates kept as one C scalar: uniform, never pushed or popped, and written
+        only by scalar rows (or checked by a scope row)."""
+        out, bad = set(), set()
+        key_of = {MODE_G: "G", MODE_L: "L"}
+        for row in self.code[self.begin:self.end + 1]:
+            c = [int(v) for v in row]
+            op = self.ops[c[0]]
+            for i, k in enumerate(op.operands):
+                if k not in ("y", "a"):
+                    continue
+                w = c[1 + i]
+                words = [(w, k)]
+                if (w & 7) == MODE_X:
+                    words = [(self.p.xtab[w >> 3].index, "a")]      # its index is read
+                for u, kind in words:
+                    if (u & 7) not in key_of:
+                        continue
+                    key = (key_of[u & 7], u >> 3)
+                    if key not in cand:
+                        continue
+                    out.add(key)
+                    if not self.uni_cells.uniform(self.fi, u) or op.family in ("push", "pop") \
+                            or (kind == "y" and op.family not in ("alloc", "free") and
+                                not self.scalar_op(op, c)):
+                        bad.add(key)
+        return out - bad
+
+    def scalar_op(self, op, c) -> bool:
+        """A row run once for all lanes: int arithmetic (a body, no adjoint rule to run) whose
+        every cell holds one value in every lane."""
+        if not has_body(op) or (self.rules and RULES[op.name] is not None):
+            return False
+        return all(t == INT and self.uni_cells.uniform(self.fi, c[1 + i])
+                   for i, (k, t) in enumerate(zip(op.operands, op.operand_types))
+                   if k in ("y", "a"))
 
     def targets(self) -> set[int]:
         """The rows a jump of this function lands on (in its direction)."""
@@ -171,6 +311,11 @@ class _BatchFn(_Fn):
         return self._targets
 
     # -- operands ----------------------------------------------------------------------------
+    def names_of(self, key: tuple[str, int]) -> tuple[str, str, str]:
+        """(the promoted cell's scalar or lane array, its adjoints' array, its address)."""
+        tag = f"{key[0]}{key[1]}"
+        return f"u{tag}" if key in self.one else f"v{tag}", f"g{tag}", self._addr(key)
+
     def direct(self, w: int) -> Ref:
         m, v = w & 7, w >> 3
         if m == MODE_G or m == MODE_L:
@@ -179,25 +324,45 @@ class _BatchFn(_Fn):
             if m == MODE_G and v in self.consts:     # never written: its word is a literal
                 r = LRef(a, lit(self.consts[v]), lo, lo + 1)
                 r.duals = {"A": f"AV[({a}) * W + {J}]"}
-                r.addr = None
+                r.addr = r.base = None
                 return r
+            key = ("G" if m == MODE_G else "L", v)
             r = LRef(a, lane_val(a), lo, lo + 1)
-            r.key = ("G" if m == MODE_G else "L", v)
+            r.key = key
+            if key in self.one or key in self.vec:
+                name, adj, _ = self.names_of(key)
+                r.local = True
+                if key in self.one:
+                    r.val, r.base, r.uni = name, None, True
+                else:
+                    r.val, r.base = f"{name}[{J}]", name
+                    if self.rules:
+                        r.duals = {"A": f"{adj}[{J}]"}
+                        r.adj = r.duals["A"]
             return r
         if m == MODE_P:
             lo, hi = self.reach[v]
             return LRef(f"pa[{v}]", lane_val(f"pa[{v}]"), lo, hi)
         raise Unsupported(f"operand mode {m}")
 
+    def cell(self, w: int, pc: int, pre: list[str]) -> tuple[Ref, Ref | None]:
+        r, idx = super().cell(w, pc, pre)
+        if isinstance(r, LRef) and r.addr is not None and not r.uni:
+            r.uni = self.uni_cells.uniform(self.fi, w)
+        return r, idx
+
     def uniform(self, ref: Ref, pc: int, pre: list[str]) -> str:
         """The one value of an int cell read as an address, length or condition (its lane
-        0), with the check that every lane holds it unless the cell is known to (self.known:
-        checked since the last jump target, call or write that could change it, or written
-        since only from such cells by int arithmetic, which every lane does alike)."""
+        0): without a check when the cell always holds one value (Uniform), else with the
+        check that every lane holds it unless the cell is known to (self.known: checked
+        since the last jump target, call or write that could change it, or written since only
+        from such cells by int arithmetic, which every lane does alike)."""
         if not isinstance(ref, LRef) or ref.addr is None:
             return ref.val
+        if ref.uni:
+            return ref.lane0()
         if ref.key is None or ref.key not in self.known:
-            pre.append(f"if (!rvm_uniform(MV + ({ref.addr}) * W)) BAIL({pc});")
+            pre.append(f"if (!rvm_uniform({ref.base})) BAIL({pc});")
             if ref.key is not None:
                 self.known.add(ref.key)
         return ref.lane0()
@@ -240,7 +405,7 @@ class _BatchFn(_Fn):
         thrown away), every address stays checked, and the loop has no branch out."""
         if not stmts:
             return ""
-        return f"{LOOP} {{ double cs[2]; (void)cs; {' '.join(stmts)} }}"
+        return f"{LOOP} {{ double cs[2], dz = 0.0; (void)cs; (void)dz; {' '.join(stmts)} }}"
 
     def bind(self, refs: list[Ref], pre: list[str]) -> list[Ref]:
         out = []
@@ -259,7 +424,8 @@ class _BatchFn(_Fn):
         a, _ = self.cell(int(c[2]), pc, pre)
         b, _ = self.cell(int(c[3]), pc, pre)
         if (int(c[1]) >> 4) & 3 == int(INT) and all(
-                isinstance(r, LRef) and (r.addr is None or r.key is not None) for r in (a, b)):
+                isinstance(r, LRef) and (r.addr is None or r.key is not None or r.uni)
+                for r in (a, b)):
             # ints: the cells' one values (checked, or known) compared once
             va, vb = self.uniform(a, pc, pre), self.uniform(b, pc, pre)
             return self.compare(int(c[1]), Ref(a.ptr, va, {}, a.lo, a.hi),
@@ -332,6 +498,18 @@ class _BatchFn(_Fn):
                 for i in idx:
                     if i is not None and ptr[s].same(i) is not None:
                         body.append(f"if ({ptr[s].same(i)}) BAIL({pc});")
+        if self.scalar_op(op, c):              # once for every lane: codegen's scalar row
+            body += self.value(op, c, [SRef(r) for r in ptr], pc)
+            self.written(op, ptr, slots)
+            self.emit(f"L{pc}: {{ n++; " + " ".join(body) + " }")
+            return
+        p0 = ptr[0] if ptr else None
+        if fam in ("alloc", "free") and isinstance(p0, LRef) and p0.local and p0.base is None:
+            body.append(f"if ({p0.val} != 0) BAIL({pc});")     # a scalar cell's check
+            if self.rules:
+                body.append(self.lanes(self.rule(op, c, self.bind(ptr, body), pc)))
+            self.emit(f"L{pc}: {{ n++; " + " ".join(body) + " }")
+            return
         scalar, lane, post = self.lane_value(op, c, ptr, pc)
         body += scalar
         P = self.bind(ptr, body)
@@ -392,7 +570,12 @@ class _BatchFn(_Fn):
         rule = RULES[op.name]
         if rule is None:
             return []
-        D = [r.adj for r in P]
+        act = self.active(op, c, pc, rule.kind in ("scope", "move"))
+        if not any(act):
+            return []
+        # as codegen's: an adjoint no varied cell reads goes to the lane's sink dz (lanes())
+        D = [r.adj if a or i == 0 or rule.kind in ("swap", "rot") and i < 2 else "dz"
+             for i, (r, a) in enumerate(zip(P, act))]
         s = rule.sign
         if rule.kind == "move":                 # the adjoint goes with the word
             if op.family == "push":
@@ -403,6 +586,8 @@ class _BatchFn(_Fn):
         pf = pf_id(op)
         if pf in (PF_NONE, PF_ONE):
             return super().rule(op, c, P, pc)
+        if not any(act[1:]):
+            return []
         t = op.types[0] if op.types else None
         sty = op.types[1] if len(op.types) > 1 else t
         if pf == PF_MUL:
@@ -430,10 +615,48 @@ class _BatchFn(_Fn):
         return [lanes if s == scalar else s for s in out]
 
     def locals(self) -> list[str]:
-        return ["i64* const MV = st->mem; double* const AV = st->adj; "
-                "i64* const SV = st->stack; double* const SA = st->sadj; "
-                "(void)MV; (void)AV; (void)SV; (void)SA; "
-                "i64 bad_[W]; memset(bad_, 0, sizeof bad_);"]
+        out = ["i64* const MV = st->mem; double* const AV = st->adj; "
+               "i64* const SV = st->stack; double* const SA = st->sadj; "
+               "(void)MV; (void)AV; (void)SV; (void)SA; "
+               "i64 bad_[W]; memset(bad_, 0, sizeof bad_);"]
+        for k in sorted(self.one):
+            name, _, a = self.names_of(k)
+            out.append(f"i64 {name} = MV[({a}) * W];")
+        for k in sorted(self.vec):
+            name, adj, a = self.names_of(k)
+            out.append(f"i64 {name}[W] __attribute__((aligned(64))); "
+                       f"memcpy({name}, MV + ({a}) * W, sizeof {name});")
+            if self.rules:
+                out.append(f"double {adj}[W] __attribute__((aligned(64))); "
+                           f"memcpy({adj}, AV + ({a}) * W, sizeof {adj});")
+        return out
+
+    def write_back(self) -> str:
+        """The promoted cells' lanes (and with the rules their adjoints) to memory: before a
+        call and at the return; a scalar cell's one value into each of its lanes."""
+        out = []
+        for k in sorted(self.one):
+            name, _, a = self.names_of(k)
+            out.append(f"{{ i64* const b_ = MV + ({a}) * W; {LOOP} b_[{J}] = {name}; }}")
+        for k in sorted(self.vec):
+            name, adj, a = self.names_of(k)
+            out.append(f"memcpy(MV + ({a}) * W, {name}, sizeof {name});")
+            if self.rules:
+                out.append(f"memcpy(AV + ({a}) * W, {adj}, sizeof {adj});")
+        return " ".join(out)
+
+    def reload(self) -> str:
+        """The promoted cells again after a call (the callee may have changed them)."""
+        out = []
+        for k in sorted(self.one):
+            name, _, a = self.names_of(k)
+            out.append(f"{name} = MV[({a}) * W];")
+        for k in sorted(self.vec):
+            name, adj, a = self.names_of(k)
+            out.append(f"memcpy({name}, MV + ({a}) * W, sizeof {name});")
+            if self.rules:
+                out.append(f"memcpy({adj}, AV + ({a}) * W, sizeof {adj});")
+        return " ".join(out)
 
 
 def entries(program, variants: list[tuple[str, str, bool, str]]) -> str:
@@ -458,8 +681,12 @@ def generate(program) -> str:
     adjoint sweep from main's end), and rvm_lanes_width() (W).  Raises Unsupported for what
     codegen.py does not cover."""
     main = program.main
+    # the sweep's rules skip what carries no derivative of any differentiable global (the
+    # library serves every wrt); the lanes keep the cells that hold one value as scalars
+    act = Activity(program)
+    cls = type("_Lanes", (_BatchFn,), {"uni_cells": Uniform(program, act)})
     protos, bodies = functions(program, {(main, 1, False): "main_fw", (main, -1, True): "main_bwa"},
-                               _BatchFn)
+                               cls, activity=act)
     # LANE_OPTIONS (tangent.py): O3 vectorizes each row's loop over the lanes; no
     # reassociation, -ffp-contract=off stays, so every lane's numbers are the scalar code's
     return TARGET + LANE_OPTIONS + PRELUDE + HEAD + ABI_FN + "\n".join(protos) + "\n" + \
