@@ -30,6 +30,7 @@ cdef void _row_start(VM* vm, i64* image, i64* da, i64* dw, i64 nd, i64* ra, i64*
     vm.D = -1 if back else 1
     vm.pc = vm.fn_end[vm.main] if back else vm.fn_begin[vm.main]
     vm.ad = 0
+    vm.grad_clean = 0
     _scatter(vm.mem, da, dw, nd)
     _scatter(vm.mem, ra, rw, nr)
     vm.peak_frame = max(vm.peak_frame, vm.fn_fsize[vm.main])
@@ -525,10 +526,9 @@ cdef class FlatCall:
     cdef object call(self, object x, object out):
         cdef cnp.ndarray oa
         self._load_x(x, "flat")
+        oa = self._vec_out(out, "flat", self.n)         # the gradient goes straight there
         if self.core._gradient(self.of_addr, _NO_INPUTS, _NO_INPUTS, self.addrs, self.words_in,
-                               self.wrt_addrs, self.g, self.words, NULL, NULL, 0) != 0 or \
+                               self.wrt_addrs, oa, self.words, NULL, NULL, 0) != 0 or \
                 not self._retraced():
             return None
-        oa = self._vec_out(out, "flat", self.n)
-        memcpy(cnp.PyArray_DATA(oa), cnp.PyArray_DATA(self.g), self.n * sizeof(double))
         return self._loss(), oa

@@ -21,6 +21,7 @@ import numpy as np
 cimport numpy as cnp
 
 from isa.derivatives import KINDS, RULES, pf_id
+from isa.effects import merge, static_refs, static_writes
 from isa.verify import _Verifier
 from isa.cgen import distinct_pairs, has_body, leaves_cos_sin, operand_names
 from isa.table import INVERSE, LAW_ADD, OPS, ROW_WIDTH, positive_family
@@ -68,6 +69,39 @@ cdef inline void _scatter(i64* mem, const i64* addrs, const i64* words, i64 n) n
         mem[addrs[i]] = words[i]
 
 
+def _ranges(rs) -> np.ndarray:
+    """Ranges [(lo, hi), ...] as a C-contiguous (k, 2) int64 array."""
+    return np.ascontiguousarray(np.array(list(rs), dtype=np.int64).reshape(-1, 2))
+
+
+def _mask_ranges(mask: np.ndarray) -> list:
+    """The runs of True in a bool vector as [lo, hi) ranges."""
+    d = np.diff(np.concatenate([[0], mask.view(np.int8), [0]]))
+    return list(zip(np.flatnonzero(d == 1).tolist(), np.flatnonzero(d == -1).tolist()))
+
+
+def _range_mask(rs, n: int) -> np.ndarray:
+    m = np.zeros(n, dtype=bool)
+    for lo, hi in rs:
+        m[lo:hi] = True
+    return m
+
+
+cdef inline void _copy_ranges(i64* dst, const i64* src, cnp.ndarray rs) noexcept:
+    """dst[lo:hi] = src[lo:hi] for each range [lo, hi) of the (k, 2) array rs."""
+    cdef i64* r = _ptr(rs)
+    cdef i64 k
+    for k in range(rs.shape[0]):
+        memcpy(dst + r[2 * k], src + r[2 * k], (r[2 * k + 1] - r[2 * k]) * sizeof(i64))
+
+
+cdef inline void _zero_ranges(double* d, cnp.ndarray rs) noexcept:
+    cdef i64* r = _ptr(rs)
+    cdef i64 k
+    for k in range(rs.shape[0]):
+        memset(d + r[2 * k], 0, (r[2 * k + 1] - r[2 * k]) * sizeof(double))
+
+
 cdef int _pending_exception() except -1:
     """Raise the exception a signal handler left set (a poll inside a nested run)."""
     return -1
@@ -89,7 +123,7 @@ cdef class Core:
 
     cdef VM vm
     cdef readonly object program
-    cdef readonly cnp.ndarray mem          # int64 [globals | consts | frame region]
+    cdef cnp.ndarray _mem                  # int64 [globals | consts | frame region] (`mem`)
     cdef readonly cnp.ndarray static_image
     cdef readonly cnp.ndarray code          # the (n, 6) code the loop runs (a read-only copy)
     cdef readonly i64 last_n               # instructions run by the last run()
@@ -122,6 +156,20 @@ cdef class Core:
     cdef readonly i64 native_runs          # runs native_run made, and runs it handed back
     cdef readonly i64 native_run_bails
     cdef cnp.ndarray _keep_g, _keep_s        # native_run's start state, to put back
+    # the gradient call path (_gradient): the static cells a run may write (isa/effects.py)
+    # and those whose duals a rule may touch, as (k, 2) [lo, hi) ranges; the written globals
+    # that never round (`exact`) and the output globals (what the reports read); per start
+    # state (def_addrs and input_cells, by identity: `_eff_key`) the cells a clean start
+    # puts back, the written cells stored before the start and the rest of the written ones
+    cdef cnp.ndarray _eff_w, _eff_refs, _eff_exact, _eff_out
+    cdef cnp.ndarray _eff_reset, _eff_rzero, _eff_z0, _eff_wimg
+    cdef cnp.ndarray _eff_runs             # the defaults as runs of consecutive addresses
+    cdef object _eff_key
+    cdef object _words_ok                  # the words of the last pass that ran to the end
+    cdef i64 _steps_ok
+    cdef bint _snap_full                   # the pass under way fills its words fully
+    cdef readonly i64 clean_starts         # _gradient calls that put back only what a run
+                                           # may write (the rest put back the whole image)
 
     def __init__(self, program, *, i64 stack_cells=1 << 20, i64 frame_cells=1 << 22,
                  i64 max_depth=1 << 16):
@@ -145,7 +193,7 @@ cdef class Core:
         self.vm.nest_pc = -1
         self._keep = []
         self.static_image = np.ascontiguousarray(program.static_image(), dtype=np.int64)
-        self.mem = np.zeros(n_static + frame_cells, dtype=np.int64)
+        self._mem = np.zeros(n_static + frame_cells, dtype=np.int64)
         vm = &self.vm
         vm.code = self._buf(program.code)
         self.code = self._keep[len(self._keep) - 1]
@@ -181,7 +229,7 @@ cdef class Core:
         vm.arg_word = self._buf([a.word for a in args])
         vm.arg_len = self._buf([ARG_SCALAR if a.length is None else a.length for a in args])
         vm.const_lo, vm.const_hi = n_globals, n_static
-        vm.mem = _ptr(self.mem)
+        vm.mem = _ptr(self._mem)
         vm.n_mem = n_static + frame_cells
         vm.n_static = n_static
         vm.stack = self._work(max(stack_cells, 1))
@@ -198,7 +246,133 @@ cdef class Core:
         self._alloc_nest_duals()
         self._build_kernels()
         vm.use_kernels = 1
+        self._effects(program)
         self.reset(False)
+
+    def _effects(self, program) -> None:
+        """The gradient call path's ranges (isa/effects.py; the fields say what each is)."""
+        ng = program.n_globals
+        w = [(lo, min(hi, ng)) for lo, hi in static_writes(program) if lo < ng]
+        self._eff_w = _ranges(w)
+        self._eff_refs = _ranges(static_refs(program))
+        exact = _range_mask([(g.addr, g.addr + g.size) for g in program.globals
+                             if g.type != FLOAT], ng)
+        self._eff_exact = _ranges(_mask_ranges(exact & _range_mask(w, ng)))
+        self._eff_out = _ranges(merge([(g.addr, g.addr + g.size) for g in program.globals
+                                       if g.is_output]))
+        self._eff_key = None
+
+    cdef int _eff_start(self, cnp.ndarray def_addrs, dict input_cells) except -1:
+        """The ranges of the start state of _gradient's calls with these defaults and input
+        cells: the cells a clean start puts back (every cell a run may write, and every cell
+        a store may have written that these defaults do not overwrite), which of those the
+        image holds zeros in (cleared, not copied), the written cells a store may write
+        (row 0 of the words: their start; with the written cells that never round, which the
+        restored-cells check reads) and the rest of the written cells (their start is the
+        image's)."""
+        program = self.program
+        ng = self.vm.const_lo
+        w = _range_mask(self._eff_w.tolist(), ng)
+        stored = np.zeros(ng, dtype=bool)
+        d = def_addrs[(def_addrs >= 0) & (def_addrs < ng)]
+        stored[d] = True
+        may = _range_mask([(g.addr, g.addr + g.size) for g in program.globals if g.is_input] +
+                          [(int(c[0]), int(c[0]) + int(c[2])) for c in input_cells.values()],
+                          ng)
+        reset = _mask_ranges(w | (may & ~stored))
+        image = self.static_image
+        self._eff_reset = _ranges(reset)
+        self._eff_rzero = np.array([not image[lo:hi].any() for lo, hi in reset], dtype=np.uint8)
+        z0 = w & ((may | stored) | _range_mask(self._eff_exact.tolist(), ng))
+        self._eff_z0 = _ranges(_mask_ranges(z0))
+        self._eff_wimg = _ranges(_mask_ranges(w & ~z0))
+        # (first index, length) of each run of consecutive addresses in def_addrs
+        cut = np.flatnonzero(np.diff(def_addrs) != 1) + 1 if def_addrs.shape[0] else \
+            np.zeros(0, dtype=np.int64)
+        first = np.concatenate([[0], cut]) if def_addrs.shape[0] else cut
+        self._eff_runs = np.ascontiguousarray(np.stack(
+            [first, np.diff(np.concatenate([first, [def_addrs.shape[0]]]))], axis=1),
+            dtype=np.int64).reshape(-1, 2)
+        self._eff_key = (def_addrs, input_cells)
+        return 0
+
+    cdef void _clean_start(self, i64* da, i64* dw, i64 nd) noexcept:
+        """_row_start's start state (no row words) from the state the last _gradient left
+        (vm.grad_clean, the same defaults and input cells): only the cells a run may write,
+        or a store may have written, are put back from the image."""
+        cdef VM* vm = &self.vm
+        cdef i64 used = min(vm.n_static + vm.peak_frame, vm.n_mem), k, lo, hi
+        cdef i64* r = _ptr(self._eff_reset)
+        cdef uint8_t* z = <uint8_t*>cnp.PyArray_DATA(self._eff_rzero)
+        cdef i64* image = _ptr(self.static_image)
+        cdef i64* run = _ptr(self._eff_runs)
+        cdef i64 nr = self._eff_runs.shape[0]
+        for k in range(self._eff_reset.shape[0]):
+            lo, hi = r[2 * k], r[2 * k + 1]
+            if z[k]:
+                memset(vm.mem + lo, 0, (hi - lo) * sizeof(i64))
+            else:
+                memcpy(vm.mem + lo, image + lo, (hi - lo) * sizeof(i64))
+        memset(vm.mem + vm.n_static, 0, (used - vm.n_static) * sizeof(i64))
+        vm.ftop = vm.n_static
+        vm.sp = vm.ptop = vm.depth = vm.t = 0
+        vm.came = vm.trace_ack = vm.trap = 0
+        vm.steps = vm.peak_sp = vm.peak_frame = vm.peak_depth = 0
+        vm.status = _S_START
+        vm.D = 1
+        vm.pc = vm.fn_begin[vm.main]
+        vm.ad = 0
+        if nr * 8 <= nd:                     # long runs (arrays): a copy each
+            for k in range(nr):
+                memcpy(vm.mem + da[run[2 * k]], dw + run[2 * k],
+                       run[2 * k + 1] * sizeof(i64))
+        else:
+            _scatter(vm.mem, da, dw, nd)
+        vm.peak_frame = max(vm.peak_frame, vm.fn_fsize[vm.main])
+        vm.peak_depth = max(vm.peak_depth, 1)
+
+    cdef void _snap_end(self, i64* ws, i64 nw, i64 of_addr) noexcept:
+        """Row 1 of the words at the end of the forward run: every global's (a full pass),
+        else the outputs' and the loss's (what the reports read)."""
+        if self._snap_full:
+            memcpy(ws + nw, self.vm.mem, nw * sizeof(i64))
+        else:
+            _copy_ranges(ws + nw, self.vm.mem, self._eff_out)
+            ws[nw + of_addr] = self.vm.mem[of_addr]
+
+    def fill_words(self, cnp.ndarray words) -> bool:
+        """After a pass of the C calls (GradCall, FlatCall, HessCall: _gradient fills the
+        words only where their checks read them), fill `words` as Core.gradient does: rows 0
+        and 2 whole, row 1 at every output and every cell no run writes (the end's words of
+        the other written cells are not kept), from memory, which still holds the state the
+        pass left, and the static image.  False (nothing filled) when it may not: another
+        pass or run since, a reset, a store, Python's view of memory taken."""
+        cdef VM* vm = &self.vm
+        cdef i64 nw = words.shape[1], prev = 0, k
+        cdef i64* ws = _ptr(words)
+        cdef i64* r = _ptr(self._eff_w)
+        if words is not self._words_ok or not vm.grad_clean or vm.steps != self._steps_ok or \
+                vm.t != 0 or vm.status != _S_START:
+            return False
+        if self._snap_full:
+            return True
+        memcpy(ws + 2 * nw, vm.mem, nw * sizeof(i64))
+        for k in range(self._eff_w.shape[0] + 1):      # the cells no run writes
+            lo = r[2 * k] if k < self._eff_w.shape[0] else nw
+            memcpy(ws + prev, vm.mem + prev, (lo - prev) * sizeof(i64))
+            memcpy(ws + nw + prev, vm.mem + prev, (lo - prev) * sizeof(i64))
+            if k < self._eff_w.shape[0]:
+                prev = r[2 * k + 1]
+        _copy_ranges(ws, _ptr(self.static_image), self._eff_wimg)
+        self._snap_full = True
+        return True
+
+    @property
+    def mem(self) -> np.ndarray:
+        """All memory as an int64 array (a live view).  Taking it ends the state the gradient
+        call path relies on (vm.grad_clean): its next call puts the whole image back."""
+        self.vm.grad_clean = 0
+        return self._mem
 
     def _alloc_nest_duals(self) -> None:
         """A program with derivative statements gets a set of dual arrays per nesting level
@@ -342,6 +516,7 @@ cdef class Core:
         cdef i64 fs = vm.fn_fsize[vm.main], ng = vm.const_lo, n
         cdef int rc
         cdef cnp.ndarray keep_g, keep_s
+        vm.grad_clean = 0
         if vm.D > 0:
             f = self.run_fwd
             if vm.status != _S_START:
@@ -553,6 +728,7 @@ cdef class Core:
         for the values that need no conversion: see _store_inputs).  False when some value
         needs Machine.write (or names no such cell): the caller stores them all again."""
         cdef VM* vm = &self.vm
+        vm.grad_clean = 0
         if def_addrs is not None:
             _scatter(vm.mem, _ptr(def_addrs), _ptr(def_words), def_addrs.shape[0])
         return _store_inputs(vm, values, cells) == 0
@@ -564,6 +740,7 @@ cdef class Core:
     cdef int _reset(self, bint at_end) except -1:
         cdef VM* vm = &self.vm
         cdef i64 used = vm.n_static + vm.peak_frame
+        vm.grad_clean = 0
         memcpy(vm.mem, _ptr(self.static_image), vm.n_static * sizeof(i64))
         if used > vm.n_mem:
             used = vm.n_mem
@@ -631,6 +808,7 @@ cdef class Core:
         return self._dual(2)
 
     def _dual(self, int k):
+        self.vm.grad_clean = 0              # a view that can be written (see `mem`)
         if self._duals is None:
             raise RuntimeError("no dual arrays: call set_ad first")
         return self._duals[k]
@@ -657,7 +835,7 @@ cdef class Core:
         cdef double* tout
         if tangent is None:
             return self._gradient(of_addr, inputs, input_cells, def_addrs, def_words,
-                                  wrt_addrs, out, words, NULL, NULL, 0)
+                                  wrt_addrs, out, words, NULL, NULL, 0, NULL, True)
         cols = 1 if tangent.ndim == 1 else tangent.shape[0]
         if not (tangent.dtype == np.float64 and tangent.flags.c_contiguous and out_t is not None
                 and out_t.dtype == np.float64 and out_t.flags.c_contiguous and
@@ -668,14 +846,14 @@ cdef class Core:
         tin = <double*>cnp.PyArray_DATA(tangent)
         tout = <double*>cnp.PyArray_DATA(out_t)
         return self._tangent_rows(of_addr, inputs, input_cells, def_addrs, def_words,
-                                  wrt_addrs, out, words, tin, tout, cols)
+                                  wrt_addrs, out, words, tin, tout, cols, NULL, True)
 
     cdef int _tangent_rows(self, i64 of_addr, dict inputs, dict input_cells,
                            cnp.ndarray def_addrs, cnp.ndarray def_words, cnp.ndarray wrt_addrs,
                            cnp.ndarray out, cnp.ndarray words, double* tin, double* tout,
-                           i64 cols, KeyCache* kc=NULL) except -1:
+                           i64 cols, KeyCache* kc=NULL, bint full=False) except -1:
         """gradient's passes for `cols` tangent rows tin (cols, n) into tout (lanes at once
-        where the lane modes' native code is there)."""
+        where the lane modes' native code is there); `full`: as _gradient's."""
         cdef i64 k, j, w, nwrt = wrt_addrs.shape[0]
         cdef int rc
         k = 0
@@ -683,12 +861,14 @@ cdef class Core:
             w = min(cols - k, LANES)
             if w > 1 and self.nat_fwd_vt != NULL and \
                     self._gradient(of_addr, inputs, input_cells, def_addrs, def_words, wrt_addrs,
-                                   out, words, tin + k * nwrt, tout + k * nwrt, w, kc) == 0:
+                                   out, words, tin + k * nwrt, tout + k * nwrt, w, kc,
+                                   full) == 0:
                 k += w                          # w columns in one run (the lane modes)
                 continue
             for j in range(k, k + w):
                 rc = self._gradient(of_addr, inputs, input_cells, def_addrs, def_words,
-                                    wrt_addrs, out, words, tin + j * nwrt, tout + j * nwrt, 0, kc)
+                                    wrt_addrs, out, words, tin + j * nwrt, tout + j * nwrt, 0, kc,
+                                    full)
                 if rc != 0:
                     return rc
             k += w
@@ -697,21 +877,51 @@ cdef class Core:
     cdef int _gradient(self, i64 of_addr, dict inputs, dict input_cells, cnp.ndarray def_addrs,
                        cnp.ndarray def_words, cnp.ndarray wrt_addrs, cnp.ndarray out,
                        cnp.ndarray words, double* tan_in, double* tan_out,
-                       i64 lanes=0, KeyCache* kc=NULL) except -1:
+                       i64 lanes=0, KeyCache* kc=NULL, bint full=False) except -1:
+        """gradient's pass (see there).  Without `full` (the C calls: GradCall, FlatCall,
+        HessCall), the words are filled only where their checks and reports read them: row 1
+        at the outputs and the loss, rows 0 and 2 at the written cells that never round
+        (rows 0 and 2 agree everywhere else: nothing writes those cells), row 0 also at the
+        written cells a store may write; fill_words fills the rest afterwards.
+        The start state: the whole static image, except when the last pass on this machine
+        was one of these with the same defaults and input cells and nothing else has touched
+        memory since (vm.grad_clean): then only the cells a run may write (isa/effects.py)
+        and the inputs a store may have written are put back, and only the duals a rule may
+        have touched are cleared: the same start state, bit for bit."""
         cdef VM* vm = &self.vm
         cdef i64 i
         cdef i64* wa = _ptr(wrt_addrs)
         cdef double* g = <double*>cnp.PyArray_DATA(out)
         cdef i64* ws = _ptr(words)
-        cdef i64 nw = words.shape[1]
+        cdef i64 nw = words.shape[1], ns
         cdef bint hvp = tan_in != NULL
         cdef bint native = (self.nat_fwd != NULL and not hvp) or lanes > 0 or \
             (self.nat_fwd_t != NULL and hvp)
+        cdef bint clean
         if vm.brk != NULL or vm.n_watch != 0 or nw > vm.n_static:
             return 1
         if self._duals is None:
             self.set_ad(_AD_ADJ)
-        if native:
+        self._words_ok = None
+        self._snap_full = full or nw != vm.const_lo
+        key = self._eff_key
+        clean = native and vm.grad_clean and key is not None and \
+            <object>(<tuple>key)[0] is def_addrs and <object>(<tuple>key)[1] is input_cells
+        if not clean and (key is None or <object>(<tuple>key)[0] is not def_addrs or
+                          <object>(<tuple>key)[1] is not input_cells):
+            self._eff_start(def_addrs, input_cells)
+        if clean:
+            # the duals a rule may have touched (and the loss's, seeded), the value stack's
+            ns = min(max(vm.peak_sp, vm.sp) + 1, max(vm.stack_cap, 1))
+            _zero_ranges(vm.adj, self._eff_refs)
+            vm.adj[of_addr] = 0.0
+            memset(vm.sadj, 0, ns * sizeof(double))
+            if hvp and lanes == 0:
+                _zero_ranges(vm.tan, self._eff_refs)
+                _zero_ranges(vm.adjt, self._eff_refs)
+                memset(vm.stan, 0, ns * sizeof(double))
+                memset(vm.sadjt, 0, ns * sizeof(double))
+        elif native:
             # only the static cells' and the stack's duals (_static_duals); the lane modes keep
             # their tangents in the lane buffers (_native_lane_sweeps clears those) and the
             # gradient reads no tangent
@@ -721,11 +931,19 @@ cdef class Core:
         vm.ev_release_pc = vm.ev_nonfinite_pc = -1
         # the start state: the static image, zero frames, the defaults (and for the
         # interpreter every dual cleared)
-        _row_start(vm, _ptr(self.static_image), _ptr(def_addrs), _ptr(def_words),
-                   def_addrs.shape[0], NULL, NULL, 0, 0 if native else 2, False)
+        if clean:
+            self._clean_start(_ptr(def_addrs), _ptr(def_words), def_addrs.shape[0])
+            self.clean_starts += 1
+        else:
+            _row_start(vm, _ptr(self.static_image), _ptr(def_addrs), _ptr(def_words),
+                       def_addrs.shape[0], NULL, NULL, 0, 0 if native else 2, False)
+        vm.grad_clean = 1                   # from here on only runs write memory
         if _store_inputs(vm, inputs, input_cells, kc) != 0:
             return 1
-        memcpy(ws, vm.mem, nw * sizeof(i64))
+        if self._snap_full:
+            memcpy(ws, vm.mem, nw * sizeof(i64))
+        else:
+            _copy_ranges(ws, vm.mem, self._eff_z0)
         # forward, then the adjoint sweep back (in slices, so that Ctrl-C can stop a long run)
         if self.nat_fwd != NULL and not hvp:
             if self._native_sweeps(of_addr, ws, nw) != 0:
@@ -747,14 +965,17 @@ cdef class Core:
             if self._sweep(hvp) != _R_BOUNDARY:
                 return 1
             self.last_n = vm.steps
-            memcpy(ws + nw, vm.mem, nw * sizeof(i64))
+            self._snap_end(ws, nw, of_addr)
             vm.ad = _AD_ADJ | (_AD_TAN if hvp else 0)
             vm.trace_ack = 0
             vm.D = -1
             vm.adj[of_addr] = 1.0
             if self._sweep(True) != _R_BOUNDARY:
                 return 1
-        memcpy(ws + 2 * nw, vm.mem, nw * sizeof(i64))
+        if self._snap_full:
+            memcpy(ws + 2 * nw, vm.mem, nw * sizeof(i64))
+        else:
+            _copy_ranges(ws + 2 * nw, vm.mem, self._eff_exact)
         for i in range(wrt_addrs.shape[0]):
             g[i] = vm.adj[wa[i]]
             if not isfinite(g[i]):
@@ -763,6 +984,8 @@ cdef class Core:
                 tan_out[i] = vm.adjt[wa[i]]
                 if not isfinite(vm.adjt[wa[i]]):
                     return 1
+        self._words_ok = words
+        self._steps_ok = vm.steps
         return 0
 
     cdef int _native_sweeps(self, i64 of_addr, i64* ws, i64 nw) except -1:
@@ -778,7 +1001,7 @@ cdef class Core:
             n_fwd = st.steps
             if rc == RVM_NATIVE_DONE:
                 self.last_n = n_fwd
-                memcpy(ws + nw, vm.mem, nw * sizeof(i64))
+                self._snap_end(ws, nw, of_addr)
                 vm.adj[of_addr] = 1.0
                 st.steps = 0
                 rc = native_run(self.nat_bwd, &st)
@@ -822,7 +1045,7 @@ cdef class Core:
             n_fwd = st.steps
             if rc == RVM_NATIVE_DONE:
                 self.last_n = n_fwd
-                memcpy(ws + nw, vm.mem, nw * sizeof(i64))
+                self._snap_end(ws, nw, of_addr)
                 vm.adj[of_addr] = 1.0
                 st.steps = 0
                 rc = native_run(self.nat_bwd_at, &st)
@@ -887,7 +1110,7 @@ cdef class Core:
             n_fwd = st.steps
             if rc == RVM_NATIVE_DONE:
                 self.last_n = n_fwd
-                memcpy(ws + nw, vm.mem, nw * sizeof(i64))
+                self._snap_end(ws, nw, of_addr)
                 vm.adj[of_addr] = 1.0
                 st.steps = 0
                 rc = native_run(self.nat_bwd_vat, &st)
@@ -920,6 +1143,7 @@ cdef class Core:
         cdef VM* vm = &self.vm
         cdef NativeState st
         cdef int rc
+        vm.grad_clean = 0
         if self.nat_fwd_t == NULL or vm.status != _S_START or vm.D != 1 or vm.ad != _AD_TAN \
                 or vm.brk != NULL or vm.n_watch != 0 or vm.depth != 0 or vm.sp != 0:
             return 1
@@ -1011,6 +1235,7 @@ cdef class Core:
         cdef i64 executed = 0
         cdef int rc
         self.vm.cap = cap
+        self.vm.grad_clean = 0
         with nogil:
             if self.vm.brk == NULL and self.vm.n_watch == 0 and self.vm.ad == 0:
                 rc = vm_run(&self.vm, budget, &executed, <Plain*>NULL)
@@ -1069,7 +1294,7 @@ cdef class Core:
         if any(not 0 <= x < self.vm.n_mem for x in addrs):
             raise IndexError("watched address out of range")
         a = np.array(addrs + [0], dtype=np.int64)
-        v = self.mem[a]
+        v = self._mem[a]
         self._watch = (a, v)
         self.vm.watch_addr = _ptr(a)
         self.vm.watch_val = _ptr(v)

@@ -266,6 +266,11 @@ cdef struct VM:
     i64 nest_pc
     i64 rot_w             # the angle word of the last float rotation, with its cos and sin
     double rot_cs[2]
+    # the static cells are the state Core._gradient left: its start state but for the cells a
+    # run may write (isa/effects.py); anything else that may store into memory clears it
+    # (a reset, _row_start, Python's view of mem or of the duals): Core._gradient's next
+    # call may then put back only those cells (see _gradient)
+    int grad_clean
     # statistics since reset
     i64 steps
     i64 peak_sp

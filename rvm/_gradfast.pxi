@@ -101,6 +101,9 @@ cdef class GradFnBase:
             if self.owner != 0:
                 return self._lane_flat_tangent(kind, x, v, out)
             self.owner = me
+        if self.fast_grad is not None:
+            # `last` of the call before, built while the machine still holds its state
+            self.last
         if self.flat_call is not None:
             if kind == 0:
                 r = (<FlatCall>self.flat_call).hvp(x, v, out)

@@ -286,8 +286,12 @@ class _Runner:
                 self.of_type not in (FLOAT, NumType.FIXED):
             return None
         cells, def_addrs, def_words, wrt_addrs = self._fast_args()
-        return _core.FlatCall(self.core, self.of.addr, self.of_type == FLOAT, def_addrs,
-                              def_words, wrt_addrs, self.words, self._exact_addrs())
+        # the defaults of the wrt cells are left out: x's words go there after them
+        keep = ~np.isin(def_addrs, wrt_addrs)
+        return _core.FlatCall(self.core, self.of.addr, self.of_type == FLOAT,
+                              np.ascontiguousarray(def_addrs[keep]),
+                              np.ascontiguousarray(def_words[keep]), wrt_addrs, self.words,
+                              self._exact_addrs())
 
     def fast_loss(self) -> float:
         """The loss at the end of the last fast pass's forward run."""
@@ -1176,6 +1180,10 @@ class GradFn(_core.GradFnBase):
             return lane.last if lane is not None else None
         if self.fast_grad is not None:
             r, w = self.runner, self.runner.words
+            # the C call filled the words only where its checks read them: the rest now, from
+            # the machine, which holds the state the call left (the C calls that could change
+            # it first build `last`: GradFnBase._flat_tangent)
+            r.core.fill_words(w)
             self._last = Derivatives(cells=r.wrt, gradient=self.fast_grad, steps=r.core.last_n,
                                      _end=(r.m, w[1].copy()), value=r.fast_loss(),
                                      drift=_drift(self.program, w[2], w[0]))

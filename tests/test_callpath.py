@@ -1,0 +1,153 @@
+"""The gradient call path (issue 20): between two fast calls on one machine Core._gradient puts
+back only the cells a run may write (isa/effects.py) and the inputs a store may have written,
+clears only the duals a rule may touch, and fills the words snapshots only where the checks
+read them (GradFn.last fills the rest).  Every report stays what the whole-image reset gives,
+bit for bit: gradients, the loss, outputs, steps, drift; and anything else that touches the
+machine's memory makes the next call put the whole image back."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import rvm
+from rvm import native
+
+pytestmark = pytest.mark.skipif(native.compiler() is None, reason="no C compiler")
+
+# x has a default, z none; acc is summed by several instructions, so the sweep brings it back
+# as a rounding residue (drift); n is a written int cell (the restored-cells check reads it);
+# c is a global no instruction writes, out an output the reports decode
+SRC = """
+input  x: float[4] = [0.3, -1.7, 2.2, 0.9]
+input  z: float
+input  w: float = 1.5
+output out: float[2]
+output loss: float
+global acc: float
+global n: int
+global c: float
+
+func main() {
+    for i in 0..len(x) {
+        acc += x[i] * w
+        acc += sin(x[i]) / 3.0
+        n += 1
+    }
+    out[0] += acc * acc
+    out[1] += z * acc + c
+    loss += out[0] + out[1]
+}
+"""
+
+CALLS = [{"x": np.array([0.1, 0.2, 0.3, 0.4]), "z": 2.0}, {}, {"w": -0.5},
+         {"x": [1.5, -2.5, 0.125, 3.0]}, {"z": -1.0, "w": 0.25}, {}]
+
+
+def bits(v) -> list:
+    return np.asarray(v, dtype=np.float64).reshape(-1).view(np.int64).tolist()
+
+
+def report(f, inputs: dict) -> tuple:
+    """What one call reports: the gradient's bits, loss, steps, outputs, drift."""
+    g = f(dict(inputs))
+    d = f.last
+    return ({k: bits(v) for k, v in g.items()}, bits(d.value), d.steps,
+            {k: bits(v) for k, v in d.outputs.items()}, d.drift)
+
+
+def whole_image(f, inputs: dict) -> tuple:
+    """The same call with the whole image put back first (taking Python's view of memory
+    ends the clean state)."""
+    _ = f.runner.core.mem
+    return report(f, inputs)
+
+
+@pytest.fixture(scope="module")
+def prog():
+    return rvm.assemble(SRC)
+
+
+def test_a_clean_start_reports_what_the_whole_image_gives(prog):
+    fast = rvm.grad_fn(prog, of="loss", wrt=["x", "z", "w"], native=True)
+    slow = rvm.grad_fn(prog, of="loss", wrt=["x", "z", "w"], native=True)
+    got = [report(fast, c) for c in CALLS]
+    want = [whole_image(slow, c) for c in CALLS]
+    assert got == want
+    # the first call is the general path; every later one starts clean but the first fast one
+    assert fast.runner.core.clean_starts == len(CALLS) - 2
+    assert slow.runner.core.clean_starts == 0
+    # and the interpreter's general path gives the same (native code is bit for bit)
+    for c, w in zip(CALLS, want):
+        d = rvm.derivatives(prog, of="loss", wrt=["x", "z", "w"], inputs=dict(c))
+        assert ({k: bits(v) for k, v in d.gradient.items()}, bits(d.value), d.steps,
+                {k: bits(v) for k, v in d.outputs.items()}, d.drift) == w
+
+
+def test_the_drift_is_reported_and_inputs_go_back_to_their_defaults(prog):
+    f = rvm.grad_fn(prog, of="loss", wrt=["x"], native=True)
+    first = report(f, {"z": 3.0, "w": 2.0})
+    report(f, {"z": 3.0, "w": 2.0})
+    report(f, {"x": [9.0, 8.0, 7.0, 6.0], "z": 5.0})
+    again = report(f, {"z": 3.0, "w": 2.0})     # x back to its default, z, w as given
+    assert again == first
+    assert "acc" in first[4] and first[4]["acc"] > 0      # a rounding residue, reported
+    none = report(f, {})                         # z (no default) back to 0.0
+    d = rvm.derivatives(prog, of="loss", wrt=["x"], inputs={})
+    assert none[0] == {"x": bits(d.gradient["x"])} and none[1] == bits(d.value)
+    assert f.runner.core.clean_starts >= 3
+
+
+def test_a_store_between_calls_is_not_kept(prog):
+    """A write into the machine (Machine.write, through Python's view of memory) outside the
+    inputs: the next call starts from the whole image, as before."""
+    f = rvm.grad_fn(prog, of="loss", wrt=["x", "z"], native=True)
+    base = [report(f, {"z": 2.0}) for _ in range(3)]
+    f.runner.m.write("c", 100.0)
+    assert report(f, {"z": 2.0}) == base[0]
+    f.runner.core.adjoint[prog.global_named("c").addr] = 5.0      # a dual, too
+    assert report(f, {"z": 2.0}) == base[0]
+
+
+def test_flat_and_dict_calls_alternate(prog):
+    f = rvm.grad_fn(prog, of="loss", wrt=["x"], native=True)
+    ref = rvm.grad_fn(prog, of="loss", wrt=["x"], native=True)
+    f({})
+    ref({})
+    for k in range(4):
+        x = np.array([0.5 * k, -1.0, 2.0 + k, 0.25])
+        loss, g = f.flat(x)
+        want = whole_image(ref, {"x": x})
+        assert bits(g) == want[0]["x"] and bits(loss) == want[1]
+        assert report(f, {"x": x}) == want
+
+
+def test_last_survives_a_tangent_call(prog):
+    """f(x) then f.hvp_flat(...): f.last is still f(x)'s (built before the tangent pass
+    changes the machine)."""
+    f = rvm.grad_fn(prog, of="loss", wrt=["x"], native=True)
+    ref = rvm.grad_fn(prog, of="loss", wrt=["x"], native=True)
+    for _ in range(3):
+        f({"z": 1.0})
+        ref({"z": 1.0})
+    g = f({"z": 1.0, "w": 3.0})
+    f.hvp_flat(np.ones(4), np.ones(4))
+    want = whole_image(ref, {"z": 1.0, "w": 3.0})
+    d = f.last
+    assert ({k: bits(v) for k, v in g.items()}, bits(d.value), d.steps,
+            {k: bits(v) for k, v in d.outputs.items()}, d.drift) == want
+
+
+def test_fill_words_refuses_after_a_store(prog):
+    f = rvm.grad_fn(prog, of="loss", wrt=["x"], native=True)
+    for _ in range(3):
+        f({})
+    core, w = f.runner.core, f.runner.words
+    assert core.fill_words(w)
+    full = w.copy()
+    assert core.fill_words(w) and np.array_equal(w, full)     # filled once: the same
+    _ = core.mem                                                # memory may change now
+    assert not core.fill_words(w)
+    # rows 0 and 2: every global at the start and back at the start
+    m = rvm.Machine(prog)
+    m.reset({})
+    assert np.array_equal(full[0], m.mem[:prog.n_globals])
