@@ -187,14 +187,27 @@ class _TanFn(_Fn):
             # the forward run needs the partials' values only (their tangents feed the
             # adjoint-tangent rule), which do not depend on the tangents
             t0, t1 = (TR[1], TR[ib]) if aon else ("0.0", "0.0")
-            ad = [f"&{A[0]}", f"&{A[1]}", f"&{A[ib]}", f"&{E[0]}", f"&{E[1]}", f"&{E[ib]}"] \
-                if aon else ["0"] * 6
-            out = [f"{{ rvm_dual dx0, dx1, dd[2]; double zt0 = {TR[1]}, zt1 = {TR[ib]}; "
+            # rvm_ad_update written out, its parts in its order (the tangent, then per
+            # source the adjoint and the adjoint tangent), each source's only where a wrt
+            # cell varies it
+            out = [f"{{ rvm_dual dx0, dx1, dd[2] = {{{{0.0, 0.0}}, {{0.0, 0.0}}}}; "
                    f"dx0.v = {self.real(P[1], sty)}; dx0.t = {t0}; "
                    f"dx1.v = {self.real(P[ib], sty)}; dx1.t = {t1}; "
-                   f"{self.partials_inline(op, c)} "
-                   f"rvm_ad_update({s}.0, np, dd, 1, {int(aon)}, &{T[0]}, &zt0, &zt1, "
-                   f"{', '.join(ad)}); }}"]
+                   f"{self.partials_inline(op, c)} (void)dd;"]
+            if ton:
+                out.append(f"{{ double v = rvm_tan_sum(np, dd[0].v, np > 1 ? dd[1].v : 0.0, "
+                           f"{TR[1]}, np > 1 ? {TR[ib]} : 0.0); "
+                           f"if (v != 0.0) {T[0]} = rvm_tan_add({s}.0, v, {T[0]}); }}")
+            if aon:
+                out.append(f"{{ const double ab = {A[0]}, abt = {E[0]};")
+                for k, i in enumerate((1, ib)):
+                    if av[i]:
+                        out.append(f"if (np > {k}) {{ if (ab != 0.0) {A[i]} -= {s}.0 * "
+                                   f"dd[{k}].v * ab; if (rvm_adjt_on(dd[{k}].t, ab, abt)) "
+                                   f"{E[i]} = rvm_adjt_sub({s}.0, dd[{k}].v, dd[{k}].t, ab, "
+                                   f"abt, {E[i]}); }}")
+                out.append("}")
+            out.append("}")
             return [" ".join(out)]
         if rule.kind == "scale":                # lns y *= a^s (its target always varied)
             sty = op.types[-1]
