@@ -485,6 +485,11 @@ cdef class Core:
         """gradient() with tangents and tangent_run() run native code (set_native_tangent)."""
         return self.nat_fwd_t != NULL
 
+    @property
+    def native_tangent_lanes(self) -> bool:
+        """... and so do the lane modes (many columns of a Hessian at once)."""
+        return self.nat_fwd_vt != NULL
+
     def set_native_runs(self, lib=None, size_t forward=0, size_t backward=0) -> bool:
         """Let native_run run whole forward and backward runs by native code (rvm/native: the
         addresses of rvm_native_forward and rvm_native_run_backward in the loaded library

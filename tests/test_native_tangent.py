@@ -283,3 +283,29 @@ def test_lane_rules_with_one_cell_as_both_sources():
     gy = np.array([2 * x0 + x2 / x0 ** 2, x2, x1 - 1 / x0])
     hy = np.array([[2 - 2 * x2 / x0 ** 3, 0, 1 / x0 ** 2], [0, 0, 1], [1 / x0 ** 2, 1, 0]])
     np.testing.assert_allclose(out[True].hessian, 2 * (np.outer(gy, gy) + y * hy), rtol=1e-12)
+
+
+def test_one_column_calls_build_the_scalar_modes_alone(tmp_path, monkeypatch):
+    """rvm.jvp, rvm.hvp and a Hessian over one cell build the scalar modes only (the lane
+    modes take most of the compile time); a Hessian of more columns builds the full library
+    and installs it in place of the scalar one; results stay the interpreter's."""
+    monkeypatch.setenv("RVM_CACHE_DIR", str(tmp_path))
+    prog = rvm.assemble(TRAPS)
+    m = rvm.Machine(prog)
+    ref = derivatives(prog, "y", ["x", "d"], machine=rvm.Machine(prog), hessian=True,
+                      direction={"x": 0.5, "d": -1.0}, native=False)
+    d = derivatives(prog, "y", ["x", "d"], machine=m, gradient=False,
+                    direction={"x": 0.5, "d": -1.0}, native=True)
+    assert m.core.native_tangent and not m.core.native_tangent_lanes
+    assert len(list(tmp_path.glob("*.so"))) == 1
+    t = derivatives(prog, None, (), machine=m, gradient=False, tangents={"x": 1.0}, native=True)
+    assert t.tangent["y"] == 2.0 / 2.0 and len(list(tmp_path.glob("*.so"))) == 1
+    h = derivatives(prog, "y", ["x", "d"], machine=m, hessian=True,
+                    direction={"x": 0.5, "d": -1.0}, native=True)
+    assert m.core.native_tangent_lanes and len(list(tmp_path.glob("*.so"))) == 2
+    assert np.array_equal(h.hessian, ref.hessian) and np.array_equal(h.hvp["x"], ref.hvp["x"])
+    assert np.array_equal(d.hvp["d"], ref.hvp["d"]) and m.core.native_bails == 0
+    # a one-column call keeps the full library installed
+    derivatives(prog, "y", ["x", "d"], machine=m, gradient=False, direction={"x": 1.0, "d": 0.0},
+                native=True)
+    assert m.core.native_tangent_lanes

@@ -470,7 +470,8 @@ def _derivatives(program: Program | str | os.PathLike, of: str | None,
         r.start(_core.AD_TAN, inputs)
         r.seed_tangents(v)
         ran = False
-        if max_steps is None and native_tangent.prepare(r.core, prog, native) == "native":
+        if max_steps is None and \
+                native_tangent.prepare(r.core, prog, native, lanes=False) == "native":
             ran = r.core.tangent_run() == 0 and _finite_outputs(r, prog)
             if not ran:                # the interpreter runs it again and reports
                 r.start(_core.AD_TAN, inputs)
@@ -519,7 +520,7 @@ def _derivatives(program: Program | str | os.PathLike, of: str | None,
     vectors: Any = seeds
     if len(seeds) and max_steps is None:
         # every column in one core call (native code when it is built): a (columns, n) seed
-        native_tangent.prepare(r.core, prog, native)
+        native_tangent.prepare(r.core, prog, native, lanes=len(seeds) > 1)
         if r.fast(inputs, seeds):
             columns = r.h.copy()
             out.value = r.fast_loss() if out.value is None else out.value
@@ -730,7 +731,7 @@ def _hessian_again(program: Program, of: str, wrt: str | Sequence[str],
         r = runners.get((of, tuple(_wrt_list(wrt)))) if runners else None
         if r is None or not getattr(r, "paths_checked", False) or not r.n:
             return None
-        native_tangent.prepare(r.core, program, native)
+        native_tangent.prepare(r.core, program, native, lanes=r.n > 1)
         seeds = r.__dict__.get("_eye")
         if seeds is None:
             seeds = r._eye = np.eye(r.n)

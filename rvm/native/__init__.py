@@ -25,7 +25,8 @@ from .build import BuildError, build, cache_dir, compiler
 from .codegen import ABI, Unsupported, generate
 
 __all__ = ["Native", "BuildError", "Unsupported", "compile_program", "compile_tangent",
-           "compile_lanes", "for_program", "cache_dir", "compiler", "generate"]
+           "compile_tangent_scalar", "compile_lanes", "for_program", "cache_dir", "compiler",
+           "generate"]
 
 
 @dataclass
@@ -77,23 +78,34 @@ def compile_program(program, wrt: Iterable[int] | None = None) -> Native:
                   addr[2], wrt=cells)
 
 
-def compile_tangent(program, wrt: Iterable[int] | None = None) -> Native:
+def compile_tangent(program, wrt: Iterable[int] | None = None, lanes: bool = True) -> Native:
     """compile_program for the tangent modes (rvm/native/tangent.py).  wrt: the addresses of
     the only cells the tangents are seeded at and the derivatives asked of (the scalar modes
     then leave out what cannot depend on them: rvm/native/activity.py); None: any
-    differentiable global, so any call's (what rvm.jvp, rvm.hvp and rvm.hessian build)."""
+    differentiable global, so any call's (what rvm.jvp, rvm.hvp and rvm.hessian build).
+    lanes=False: the scalar modes alone (jvp, hvp and Hessians column by column), without the
+    lane modes, which take most of the compile time (their vector loops at -O3)."""
     t0 = time.perf_counter()
     cells = None if wrt is None else frozenset(int(a) for a in wrt)
     # the lanes for this CPU (AVX: wider vectors, T5's Hessian about 1.6x faster); the scalar
     # modes portable (VEX-encoded, T2's jvp ran 2.1x slower: 3.7 against 1.75 µs)
-    lib, path, built = build(tangent.generate(program, cells), for_cpu=(False, True))
+    parts = tangent.generate(program, cells)
+    if lanes:
+        lib, path, built = build(parts, for_cpu=(False, True))
+    else:
+        lib, path, built = build(parts[0])
     if lib.rvm_native_abi() != ABI:
         raise BuildError(f"{path}: built for another rvm (ABI {lib.rvm_native_abi()})")
-    addr = [ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
-            for name in ("rvm_native_forward_t", "rvm_native_backward_at",
-                         "rvm_native_forward_vt", "rvm_native_backward_vat")]
+    names = ("rvm_native_forward_t", "rvm_native_backward_at") + \
+        (("rvm_native_forward_vt", "rvm_native_backward_vat") if lanes else ())
+    addr = [ctypes.cast(getattr(lib, name), ctypes.c_void_p).value for name in names] + [0, 0]
     return Native(lib, path, addr[0], addr[1], built, time.perf_counter() - t0, "tangent",
                   lanes=(addr[2], addr[3]), wrt=cells)
+
+
+def compile_tangent_scalar(program) -> Native:
+    """compile_tangent(program, lanes=False): the tangent modes without the lane modes."""
+    return compile_tangent(program, lanes=False)
 
 
 def compile_lanes(program) -> Native:
