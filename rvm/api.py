@@ -432,9 +432,10 @@ def batch_words(m: Machine, rows: dict, shared: dict, B: int, reverse: bool = Fa
         except (ValueEncodingError, TypeError, OverflowError) as e:
             raise ValueEncodingError(f"{name}: {e}") from None
         row_addrs.extend(range(g.addr, g.addr + g.size))
+    words = cols[0] if len(cols) == 1 else \
+        np.concatenate(cols, axis=1) if cols else np.zeros((B, 0))
     return (in_addrs, def_words, np.array(row_addrs, dtype=np.int64),
-            np.ascontiguousarray(np.concatenate(cols, axis=1) if cols else np.zeros((B, 0)),
-                                 dtype=np.int64))
+            np.ascontiguousarray(words, dtype=np.int64))
 
 
 def chunks(B: int, threads: int | None) -> list[int]:

@@ -146,7 +146,7 @@ def encode_array(t: NumType, values: Sequence[Any] | np.ndarray, F: int,
         raise ValueEncodingError(f"expected {length} values, got {len(arr)}")
     kind = arr.dtype.kind
     if t == FLOAT and kind in "biuf":
-        return arr.astype(np.float64).view(np.int64).copy()
+        return arr.astype(np.float64).view(np.int64)      # (astype copies)
     if t == INT and kind in "biu":
         if kind == "u" and len(arr) and arr.max() > INT64_MAX:
             raise _fail(int(arr.max()), t, "outside the int64 range")

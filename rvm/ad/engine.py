@@ -1092,8 +1092,9 @@ class GradFn(_core.GradFnBase):
             out[b] = np.concatenate([np.atleast_1d(g[c.name]).ravel()
                                      for c in self.runner.wrt])
         res, at = {}, 0
-        for c in self.runner.wrt:
-            res[c.name] = out[:, at:at + c.size].reshape((B,) + c.shape).copy()
+        for c in self.runner.wrt:        # (one wrt cell: its view of `out`, no copy)
+            v = out[:, at:at + c.size].reshape((B,) + c.shape)
+            res[c.name] = v if c.size == n else v.copy()
             at += c.size
         if errors:
             raise batch_failed(errors, B, res)
