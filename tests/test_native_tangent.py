@@ -305,7 +305,25 @@ def test_one_column_calls_build_the_scalar_modes_alone(tmp_path, monkeypatch):
     assert m.core.native_tangent_lanes and len(list(tmp_path.glob("*.so"))) == 2
     assert np.array_equal(h.hessian, ref.hessian) and np.array_equal(h.hvp["x"], ref.hvp["x"])
     assert np.array_equal(d.hvp["d"], ref.hvp["d"]) and m.core.native_bails == 0
-    # a one-column call keeps the full library installed
+    # a one-column call keeps the full library installed; nothing more is built
     derivatives(prog, "y", ["x", "d"], machine=m, gradient=False, direction={"x": 1.0, "d": 0.0},
                 native=True)
     assert m.core.native_tangent_lanes
+    other = rvm.Machine(prog)
+    derivatives(prog, None, (), machine=other, gradient=False, tangents={"x": 1.0}, native=True)
+    assert other.core.native_tangent and len(list(tmp_path.glob("*.so"))) == 2
+
+
+def test_a_built_full_library_serves_one_column_calls(tmp_path, monkeypatch):
+    """Once the full library is there, a one-column call takes it instead of building the
+    scalar modes again."""
+    monkeypatch.setenv("RVM_CACHE_DIR", str(tmp_path))
+    prog = rvm.assemble(TRAPS)
+    m = rvm.Machine(prog)
+    derivatives(prog, "y", ["x", "d"], machine=m, gradient=False, hessian=True, native=True)
+    assert m.core.native_tangent_lanes and len(list(tmp_path.glob("*.so"))) == 1
+    other = rvm.Machine(prog)
+    t = derivatives(prog, None, (), machine=other, gradient=False, tangents={"d": 1.0},
+                    native=True)
+    assert other.core.native_tangent_lanes and len(list(tmp_path.glob("*.so"))) == 1
+    assert t.tangent["y"] == -0.25 and other.core.native_bails == 0

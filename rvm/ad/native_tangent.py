@@ -40,7 +40,8 @@ def prepare(core: Any, program: Any, native: bool | None, lanes: bool = True) ->
             core.set_native_tangent()
         return "off"
     full, scalar = _builds.state(program), _scalar.state(program)
-    builds, st = (_builds, full) if lanes else (_scalar, scalar)
+    # (a built full library serves the scalar calls too: no second build for them)
+    builds, st = (_builds, full) if lanes or full.native is not None else (_scalar, scalar)
     if st.native is None:
         if native:
             st.native = builds.compile(program)       # raises when it cannot
