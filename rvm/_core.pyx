@@ -95,6 +95,15 @@ cdef inline void _copy_ranges(i64* dst, const i64* src, cnp.ndarray rs) noexcept
         memcpy(dst + r[2 * k], src + r[2 * k], (r[2 * k + 1] - r[2 * k]) * sizeof(i64))
 
 
+cdef inline bint _in_ranges(cnp.ndarray rs, i64 a) noexcept:
+    cdef i64* r = _ptr(rs)
+    cdef i64 k
+    for k in range(rs.shape[0]):
+        if r[2 * k] <= a < r[2 * k + 1]:
+            return True
+    return False
+
+
 cdef inline void _zero_ranges(double* d, cnp.ndarray rs) noexcept:
     cdef i64* r = _ptr(rs)
     cdef i64 k
@@ -168,6 +177,11 @@ cdef class Core:
     cdef object _words_ok                  # the words of the last pass that ran to the end
     cdef i64 _steps_ok
     cdef bint _snap_full                   # the pass under way fills its words fully
+    # gradient_rows: the forward run's end state, kept for the sweeps after the first
+    cdef bint _keep_end
+    cdef NativeState _end_st
+    cdef i64 _end_fwd
+    cdef cnp.ndarray _end_g, _end_f, _end_s
     cdef readonly i64 clean_starts         # _gradient calls that put back only what a run
                                            # may write (the rest put back the whole image)
 
@@ -1007,6 +1021,8 @@ cdef class Core:
             if rc == RVM_NATIVE_DONE:
                 self.last_n = n_fwd
                 self._snap_end(ws, nw, of_addr)
+                if self._keep_end:
+                    self._save_end(&st, n_fwd)
                 vm.adj[of_addr] = 1.0
                 st.steps = 0
                 rc = native_run(self.nat_bwd, &st)
@@ -1022,6 +1038,105 @@ cdef class Core:
         vm.status = _S_START
         vm.pc = vm.fn_begin[vm.main]
         return 0
+
+    cdef void _save_end(self, NativeState* st, i64 n_fwd) noexcept:
+        """gradient_rows: keep the end state of the forward run (the written globals, the
+        frames, the value stack, the native state) for the sweeps after the first."""
+        cdef VM* vm = &self.vm
+        cdef i64 nf = st.peak_ftop - vm.n_static
+        if self._end_g is None:
+            self._end_g = np.empty(max(vm.const_lo, 1), dtype=np.int64)
+        if self._end_f is None or self._end_f.shape[0] < nf:
+            self._end_f = np.empty(max(nf, 1), dtype=np.int64)
+        if self._end_s is None or self._end_s.shape[0] < st.sp + 1:
+            self._end_s = np.empty(st.sp + 1, dtype=np.int64)
+        _copy_ranges(_ptr(self._end_g), vm.mem, self._eff_w)
+        memcpy(_ptr(self._end_f), vm.mem + vm.n_static, nf * sizeof(i64))
+        memcpy(_ptr(self._end_s), vm.stack, st.sp * sizeof(i64))
+        self._end_st = st[0]
+        self._end_fwd = n_fwd
+
+    def gradient_rows(self, cnp.ndarray seeds, cnp.ndarray def_addrs, cnp.ndarray def_words,
+                      cnp.ndarray wrt_addrs, cnp.ndarray out, cnp.ndarray loss,
+                      cnp.ndarray words) -> int:
+        """The gradients of several loss cells (int64 addresses `seeds`, k of them: the rows
+        of a Jacobian) from one forward run: the start state of `gradient` (the words
+        def_words at def_addrs, no other inputs), the native forward run, then per seed the
+        forward run's end state (kept after the first: the written cells, frames and value
+        stack put back), the duals cleared, that seed's adjoint set to 1 and the native sweep;
+        out[j] (float64 (k, n), C order) gets the gradient at wrt_addrs, loss[j] the seed's
+        word at the end of the forward run.  Each row is bit for bit the single-seed
+        gradient's, as each sweep starts from the same state.  words: as for the C calls
+        (_gradient without `full`).  Returns 0, or 1 when the caller must compute the rows
+        another way (no native code, a trap, a path that did not retrace, a non-finite
+        derivative)."""
+        cdef VM* vm = &self.vm
+        cdef i64 k = seeds.shape[0], n = wrt_addrs.shape[0], j, i, ns, nf, lo, hi, r
+        cdef i64* sd = _ptr(seeds)
+        cdef i64* wa = _ptr(wrt_addrs)
+        cdef i64* lw = _ptr(loss)
+        cdef i64* ws = _ptr(words)
+        cdef i64* ex
+        cdef i64 nw = words.shape[1]
+        cdef double* o = <double*>cnp.PyArray_DATA(out)
+        cdef NativeState st
+        cdef int rc
+        if k == 0 or self.nat_fwd == NULL or not (
+                out.dtype == np.float64 and out.flags.c_contiguous and out.ndim == 2 and
+                out.shape[0] == k and out.shape[1] == n and loss.shape[0] == k and
+                loss.dtype == np.int64 and seeds.dtype == np.int64 and nw == vm.const_lo):
+            return 1
+        self._keep_end = True
+        try:
+            rc = self._gradient(sd[0], _NO_INPUTS, _NO_INPUTS, def_addrs, def_words, wrt_addrs,
+                                out[0], words, NULL, NULL, 0)
+        finally:
+            self._keep_end = False
+        if rc != 0 or vm.t != 0 or not self._exact_back(ws, nw):
+            return 1
+        for j in range(k):
+            lw[j] = self._end_g[sd[j]] if _in_ranges(self._eff_w, sd[j]) else vm.mem[sd[j]]
+        for j in range(1, k):
+            # the forward run's end state back, the duals a sweep touched cleared
+            _copy_ranges(vm.mem, _ptr(self._end_g), self._eff_w)
+            nf = self._end_st.peak_ftop - vm.n_static
+            memcpy(vm.mem + vm.n_static, _ptr(self._end_f), nf * sizeof(i64))
+            memcpy(vm.stack, _ptr(self._end_s), self._end_st.sp * sizeof(i64))
+            ns = min(max(vm.peak_sp, vm.sp) + 1, max(vm.stack_cap, 1))
+            _zero_ranges(vm.adj, self._eff_refs)
+            vm.adj[sd[j - 1]] = 0.0
+            memset(vm.sadj, 0, ns * sizeof(double))
+            st = self._end_st
+            st.steps = 0
+            vm.adj[sd[j]] = 1.0
+            try:
+                rc = native_run(self.nat_bwd, &st)
+            finally:
+                self._native_peaks(&st)
+            if rc != RVM_NATIVE_DONE:
+                self.native_bails += 1
+                return 1
+            vm.steps = self._end_fwd + st.steps
+            vm.t = self._end_fwd - st.steps
+            vm.sp = st.sp
+            if vm.t != 0 or not self._exact_back(ws, nw):
+                return 1
+            for i in range(n):
+                o[j * n + i] = vm.adj[wa[i]]
+                if not isfinite(o[j * n + i]):
+                    return 1
+        self._steps_ok = vm.steps
+        return 0
+
+    cdef bint _exact_back(self, i64* ws, i64 nw):
+        """Every written cell that never rounds is back at its start word (row 0)."""
+        cdef i64* r = _ptr(self._eff_exact)
+        cdef i64 k, a
+        for k in range(self._eff_exact.shape[0]):
+            for a in range(r[2 * k], r[2 * k + 1]):
+                if ws[a] != self.vm.mem[a]:
+                    return False
+        return True
 
     cdef void _native_state(self, NativeState* st) noexcept:
         """The native code's view of the machine at the start of a run (_native_sweeps)."""

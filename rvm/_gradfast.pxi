@@ -152,3 +152,52 @@ cdef i64 _size(tuple shape):
     for k in shape:
         n *= <i64>k
     return n
+
+
+cdef class RowsCall:
+    """GradFn.jacobian_flat's call in C: the gradients of k loss cells (the rows of a
+    Jacobian) with the wrt cells' values from a float64 vector, by Core.gradient_rows (one
+    forward run, k sweeps): call(x, out) -> (values, out), or None when the general path
+    must run (rvm/ad/engine.py builds it, for float wrt cells and float or fixed losses)."""
+    cdef Core core
+    cdef i64 n, nd, F
+    cdef cnp.ndarray seeds, floats, addrs, words_in, wrt_addrs, words, loss
+
+    def __init__(self, Core core, cnp.ndarray seeds, cnp.ndarray floats,
+                 cnp.ndarray def_addrs, cnp.ndarray def_words, cnp.ndarray wrt_addrs,
+                 cnp.ndarray words):
+        self.core = core
+        self.seeds = np.ascontiguousarray(seeds, dtype=np.int64)
+        self.floats = np.ascontiguousarray(floats, dtype=np.uint8)
+        self.F = core.program.fraction_bits
+        self.n, self.nd = wrt_addrs.shape[0], def_addrs.shape[0]
+        self.addrs = np.ascontiguousarray(np.concatenate([def_addrs, wrt_addrs]), dtype=np.int64)
+        self.words_in = np.zeros(self.nd + self.n, dtype=np.int64)
+        self.words_in[:self.nd] = def_words
+        self.wrt_addrs = np.ascontiguousarray(wrt_addrs, dtype=np.int64)
+        self.words = words
+        self.loss = np.zeros(self.seeds.shape[0], dtype=np.int64)
+
+    def __call__(self, x, out):
+        return self.call(x, out)
+
+    cdef object call(self, object x, cnp.ndarray out):
+        cdef cnp.ndarray xa = np.ascontiguousarray(x, dtype=np.float64)
+        cdef i64 k = self.seeds.shape[0], j
+        cdef cnp.ndarray vals
+        cdef double* v
+        cdef i64* lw
+        cdef uint8_t* fl
+        if xa.ndim != 1 or xa.shape[0] != self.n:
+            raise ValueError(f"jacobian_flat: x must be a vector of {self.n} values (the wrt "
+                             f"cells), got shape {np.shape(x)}")
+        memcpy(_ptr(self.words_in) + self.nd, cnp.PyArray_DATA(xa), self.n * sizeof(double))
+        if self.core.gradient_rows(self.seeds, self.addrs, self.words_in, self.wrt_addrs, out,
+                                   self.loss, self.words) != 0:
+            return None
+        vals = np.empty(k)
+        v = <double*>cnp.PyArray_DATA(vals)
+        lw, fl = _ptr(self.loss), <uint8_t*>cnp.PyArray_DATA(self.floats)
+        for j in range(k):
+            v[j] = rvm_w2f(lw[j]) if fl[j] else ldexp(<double>lw[j], -self.F)
+        return vals, out

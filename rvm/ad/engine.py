@@ -966,6 +966,68 @@ class GradFn(_core.GradFnBase):
         last = self.last
         return float(last.value if last is not None and last.value is not None else np.nan), res
 
+    def jacobian_flat(self, x: Any, of: Sequence[str],
+                      out: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(values, J): the gradients of several scalar loss cells `of` (float or fixed
+        globals) at x, as the rows of J (len(of), n) in the order of `of` (into `out`, a
+        C-contiguous float64 array of that shape, if given), and the losses' values at the
+        end of the forward run.  x as for `flat`.  With native code (compiled on the first
+        call, unless native=False) the forward run runs once and one adjoint sweep per loss
+        follows, each from the forward run's end state: each row is bit for bit
+        `grad_fn(program, of=o, wrt=...).flat(x)`.  Otherwise, or when the native code hands
+        a call back, each row is `derivatives` of its own (which reports what went wrong)."""
+        from .. import native
+        names = tuple(of)
+        n = self.runner.n
+        if out is None:
+            out = np.empty((len(names), n))
+        elif not (isinstance(out, np.ndarray) and out.dtype == np.float64 and
+                  out.shape == (len(names), n) and out.flags.c_contiguous):
+            raise ValueError(f"jacobian_flat: out must be a C-contiguous float64 array of "
+                             f"shape ({len(names)}, {n})")
+        rows = self.__dict__.setdefault("_rows_calls", {})
+        call = rows.get(names)
+        if call is None:
+            cells = [resolve(self.runner.m, o, "the loss (of)") for o in names]
+            for o, c in zip(names, cells):
+                if c.size != 1:
+                    raise NotDifferentiable(f"the loss {o!r} is an array: name one element")
+            types = [next(g.type for g in self.program.globals
+                          if g.addr <= c.addr < g.addr + g.size) for c in cells]
+            if self._first:
+                self(self._flat_dict(x, "jacobian_flat"))    # the first call's checks
+            if self._nat is None and self._choice is not False and \
+                    os.environ.get("RVM_NATIVE") != "0":
+                try:
+                    self.compile()
+                except (native.Unsupported, native.BuildError) as e:
+                    self._refuse(e)
+            call = False
+            if self._nat is not None and self._fast and self.flat_call is not None and \
+                    all(t in (FLOAT, NumType.FIXED) for t in types):
+                _, def_addrs, def_words, wrt_addrs = self.runner._fast_args()
+                keep = ~np.isin(def_addrs, wrt_addrs)
+                call = _core.RowsCall(self.runner.core,
+                                      np.array([c.addr for c in cells], dtype=np.int64),
+                                      np.array([t == FLOAT for t in types], dtype=np.uint8),
+                                      np.ascontiguousarray(def_addrs[keep]),
+                                      np.ascontiguousarray(def_words[keep]), wrt_addrs,
+                                      self.runner.words)
+            rows[names] = call
+        if call is not False:
+            self.fast_grad = None
+            r = call(x, out)
+            if r is not None:
+                return r
+        inputs = self._flat_dict(x, "jacobian_flat")
+        vals = np.empty(len(names))
+        for j, o in enumerate(names):
+            d = derivatives(self.program, o, self.wrt, inputs, **self.options)
+            out[j] = np.concatenate([np.atleast_1d(d.gradient[c.name]).ravel()
+                                     for c in self.runner.wrt]) if n else out[j]
+            vals[j] = float(d.value if d.value is not None else np.nan)
+        return vals, out
+
     # hvp_flat(x, v, out=None) -> (loss, H v), hessian_flat(x, out=None) -> (loss, H) and
     # jvp_flat(x, v) -> (loss, tangent of the loss) are GradFnBase's (C): x, v, H v and H's
     # rows and columns in the order of wrt_cells, every other input at its default; the
