@@ -18,6 +18,7 @@ import rvm
 from isa.derivatives import DIFFERENTIABLE
 from isa.table import OPS
 from rvm import native
+from rvm.ad import native_tangent
 from rvm.ad.engine import derivatives
 from rvm.errors import RVMError
 from rvm.native import tangent
@@ -25,6 +26,15 @@ from rvm.native.activity import Activity
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.skipif(native.compiler() is None, reason="no C compiler")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _no_automatic_build():
+    """The tests install the libraries they build; no background build may replace them."""
+    old = native_tangent.NATIVE_AFTER
+    native_tangent.NATIVE_AFTER = 1 << 30
+    yield
+    native_tangent.NATIVE_AFTER = old
 OPS_BY_CODE = {op.code: op for op in OPS}
 
 
@@ -107,11 +117,10 @@ def _basis(prog, wrt):
 
 
 def observe(prog, of, wrt, inputs, direction, lib, bails: bool = False):
-    """Per input: the Hessian, gradient and value bits and the steps of `of` over wrt (one
-    call: the lane modes for more than one cell), H v along `direction` and along each unit
-    direction (one scalar sweep each), and the tangents and steps of a forward run along
-    `direction`, from the interpreter (lib None) or from the tangent library lib installed on
-    the machine; or the errors."""
+    """Per input: the Hessian, gradient and value bits and the steps of `of` over wrt, H v
+    along `direction` and along each unit direction, and the tangents and steps of a forward
+    run along `direction`, from the interpreter (lib None) or from the tangent library lib
+    (the scalar modes) installed on the machine; or the errors."""
     calls = [{"of": of, "wrt": wrt, "hessian": True}] + \
         [{"of": of, "wrt": wrt, "gradient": False, "direction": v}
          for v in [direction, *_basis(prog, wrt)]] + \
@@ -124,7 +133,10 @@ def observe(prog, of, wrt, inputs, direction, lib, bails: bool = False):
             if lib is not None:
                 assert lib.install(m.core)
             try:
-                d = derivatives(prog, inputs=dict(inp), machine=m, native=lib is not None,
+                # native=None with no automatic build: the calls run on lib, the scalar modes
+                # (a Hessian column by column), and nothing replaces it
+                d = derivatives(prog, inputs=dict(inp), machine=m,
+                                native=None if lib is not None else False,
                                 check_ancillas=False, **kw)
             except Exception as e:                      # noqa: BLE001 - compared as a value
                 row.append(("error", type(e).__name__, str(e)))
@@ -152,7 +164,7 @@ def agree(prog, of, wrt, inputs, direction, seeds=None, bails: bool = False):
     give the interpreter's results (bails: the native code may hand calls back to it);
     returns them."""
     cells = addrs(prog, wrt) if seeds == "wrt" else seeds
-    lib = native.compile_tangent(prog, cells)
+    lib = native.compile_tangent(prog, cells, lanes=False)
     nat = observe(prog, of, wrt, inputs, direction, lib, bails)
     assert nat == observe(prog, of, wrt, inputs, direction, None)
     return nat
@@ -259,11 +271,12 @@ def test_a_varied_cell_marked_constant_gives_another_hessian(monkeypatch, local)
     prog = rvm.assemble(ROOT / "programs" / "besselj_rec.rasm")
     main = prog.functions[prog.main]
     off = next(loc.offset for loc in main.locals if loc.name == local)
-    good = observe(prog, "out", ["z"], [{}], {"z": 1.0}, native.compile_tangent(prog))
+    good = observe(prog, "out", ["z"], [{}], {"z": 1.0},
+                   native.compile_tangent(prog, lanes=False))
     assert good == observe(prog, "out", ["z"], [{}], {"z": 1.0}, None)
     monkeypatch.setattr(_Broken, "drop", ("L", prog.main, off))
     monkeypatch.setattr(tangent, "Activity", _Broken)
-    bad = observe(prog, "out", ["z"], [{}], {"z": 1.0}, native.compile_tangent(prog))
+    bad = observe(prog, "out", ["z"], [{}], {"z": 1.0}, native.compile_tangent(prog, lanes=False))
     assert bad[0][0][0] != good[0][0][0]              # the Hessian
     assert bad[0][1][0] != good[0][1][0]              # H v
     assert bad[0][-1][0] != good[0][-1][0]            # the forward run's tangents
