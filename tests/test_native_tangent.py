@@ -327,3 +327,30 @@ def test_a_built_full_library_serves_one_column_calls(tmp_path, monkeypatch):
                     native=True)
     assert other.core.native_tangent_lanes and len(list(tmp_path.glob("*.so"))) == 1
     assert t.tangent["y"] == -0.25 and other.core.native_bails == 0
+
+
+IROT_ALL_WRT = """\
+inout x0: float = 0.3
+inout x1: float = -1.2
+inout x2: float = 0.7
+output y: float
+func main() {
+    irot x0, x1, x2
+    y += x0 * x1
+    y += x1 * x2
+    y += x2 * x0
+}
+"""
+
+
+def test_lane_modes_of_a_rotation_keep_out_fused_multiply_adds(tmp_path, monkeypatch):
+    """The lane modes, built for this CPU, give the interpreter's Hessian through irot bit for
+    bit: gcc's straight-line vectorizer had paired the rotation's c*x - s*y and s*x + c*y into
+    one fused vfmaddsub despite -ffp-contract=off (2 ulps off in H[0,2])."""
+    monkeypatch.setenv("RVM_CACHE_DIR", str(tmp_path))
+    prog = rvm.assemble(IROT_ALL_WRT)
+    wrt = ["x0", "x1", "x2"]
+    ref, _ = _run(prog, "y", wrt, False, hessian=True)
+    d, m = _run(prog, "y", wrt, True, hessian=True)
+    assert m.core.native_tangent_lanes and m.core.native_bails == 0
+    assert np.array_equal(d.hessian.view(np.int64), ref.hessian.view(np.int64))

@@ -12,5 +12,9 @@ CFLAGS = ["-O2", "-fwrapv", "-ffp-contract=off", "-fno-strict-aliasing", "-fno-m
 # the tangent library's lanes (rvm/native/tangent.py) are vector loops: built for this CPU
 # (AVX2 / AVX-512 where it has them; a library is compiled at run time on the user's machine,
 # and its cache key has the CPU's resolved flags); -ffp-contract=off still keeps out fused
-# multiply-adds, so every number is the portable build's (tests/test_native_tangent.py)
-ARCH = ["-march=native"]
+# multiply-adds, so every number is the portable build's (tests/test_native_tangent.py).
+# -fno-tree-slp-vectorize: gcc 12 ignores -ffp-contract=off where its straight-line (SLP)
+# vectorizer pairs a rotation's c*x - s*y and s*x + c*y into one vfmaddsub (AVX2/AVX-512),
+# which made a Hessian through irot 2 ulps off the interpreter; the lanes' loops are
+# vectorized by the loop vectorizer, which this leaves on
+ARCH = ["-march=native", "-fno-tree-slp-vectorize"]
