@@ -7,7 +7,9 @@ native code bails out) and the same results where nothing fails.
   is a nonzero word), the others on the memory, a long run of them 16 bytes at a time from
   the first aligned pair: a cell left nonzero anywhere in the frame, at either alignment of
   the frame, is the interpreter's ancilla error.
-* The poll of a backward jump is a cold call: a loop still stops at its step budget.
+* Two cells of one array are one cell when their indexes are equal: the alias check of a
+  row compares the indexes, and a row reading the cell it writes is still the
+  interpreter's AliasError at that row (an index out of range its BoundsError).
 """
 from __future__ import annotations
 
@@ -126,3 +128,32 @@ def test_the_native_runs_check_the_frame_too():
     assert m.outputs() == ref.outputs() and m.outputs()["z"] == 0.75 * 0.75
     assert m.stats == ref.stats and m.stats["steps"] == 9
     assert m.core.native_runs >= 1 and m.core.native_run_bails == 0
+
+
+ALIAS = """
+inout x: float = 0.5
+inout i: int
+inout j: int = 1
+inout z: float
+inout a: float[5]
+func main() {
+    a[j] += x * x
+    a[i] += a[j] * x
+    z += a[i] * x
+    a[i] -= a[j] * x
+    a[j] -= x * x
+}
+"""
+
+
+def test_one_arrays_cells_alias_when_their_indexes_are_equal():
+    # a global array: a row that ran through an alias would leave no dirty frame behind
+    ins = [{}, {"i": 1}, {"i": 3, "j": 3}, {"i": 4, "j": 2, "x": 0.75}, {"i": 5}, {"j": -1},
+           {"i": 2, "j": 0}]
+    obs, f = same(ALIAS, "z", ["x"], ins)
+    assert [o[1] for o in obs if o[0] == "error"] == ["AliasError", "AliasError", "BoundsError",
+                                                      "BoundsError"]
+    assert all("at pc 2: addmul.f a[i], a[j], x" in obs[k][2] for k in (1, 2))
+    # z = (x*x) * x * x: dz/dx = 4 x^3
+    assert obs[3][0] == {"x": bits(4 * 0.75 ** 3)} and obs[6][1] == bits(0.5 ** 4)
+    assert f.runner.core.native_bails == 4

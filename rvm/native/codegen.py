@@ -172,6 +172,9 @@ class Ref:
         self.adj = duals.get("A", "")
         self.lo, self.hi = lo, hi               # the addresses it can have: [lo, hi)
         self.f = f                              # a float cell kept as a C double: its name
+        # an indexed cell of the scalar layout: (its array's base address, its index local):
+        # two cells of one array are one cell when their indexes are equal
+        self.at: tuple[str, str] | None = None
 
     def fv(self) -> str:
         """The value of a float cell as a double."""
@@ -187,6 +190,10 @@ class Ref:
             return None
         if self.hi - self.lo == 1 and other.hi - other.lo == 1 and self.ptr == other.ptr:
             return "1"
+        if self.at and other.at and self.at[0] == other.at[0]:
+            # the indexes (gcc computed and compared both address sums: T2's gradient ran
+            # 6% more instructions)
+            return f"{self.at[1]} == {other.at[1]}"
         return f"{self.ptr} == {other.ptr}"
 
 
@@ -390,7 +397,10 @@ class _Fn:
             ival = self.index_value(idx, pc, pre)
         pre.append(f"i64 {v} = {ival}; i64 {ln} = {length}; "
                    f"if ((u64){v} >= (u64){ln}) BAIL({pc});")
-        return self.indexed(f"{base} + {v}", lo, hi), idx
+        ref = self.indexed(f"{base} + {v}", lo, hi)
+        if type(ref) is Ref:                           # the scalar layout: M + base + index
+            ref.at = (base, v)                         # (lanes.py's LRef keeps its compare)
+        return ref, idx
 
     # (the three pieces of cell() a mode with another memory layout replaces: lanes.py)
     def length_ref(self, k: int) -> Ref:
