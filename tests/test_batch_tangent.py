@@ -55,6 +55,10 @@ def test_jvp_batch_is_the_loop_of_jvps_bit_for_bit():
         assert got["loss"][b] == want["loss"]
         assert got["x"][b].tobytes() == want["x"].tobytes()
     assert _native_rows(prog, ("jvp", ("x",)))
+    # one direction per row: the tangent library's scalar modes, not the lane modes
+    ms = oneshot.entry(prog).batch_machines[("jvp", ("x",))]
+    assert not any(r.core.native_tangent_lanes for m in ms
+                   for r in m.__dict__["_ad_runners"].values())
 
 
 def test_a_shared_input_with_batched_tangents_gives_the_jacobian_rows():

@@ -45,14 +45,15 @@ def _machines(program: Program, key: tuple, k: int) -> list[Machine]:
     return ms
 
 
-def _native(core: Any, program: Program) -> bool:
-    """The tangent library installed on `core` (compiled now if need be); False when the
-    program has none (RVM_NATIVE=0, a program the generator does not cover, no compiler)."""
+def _native(core: Any, program: Program, lanes: bool) -> bool:
+    """The tangent library installed on `core` (compiled now if need be; `lanes`: the full
+    library with the lane modes, else the scalar modes will do); False when the program has
+    none (RVM_NATIVE=0, a program the generator does not cover, no compiler)."""
     from .. import native
     if os.environ.get("RVM_NATIVE") == "0":
         return False
     try:
-        return native_tangent.prepare(core, program, True) == "native"
+        return native_tangent.prepare(core, program, True, lanes=lanes) == "native"
     except (native.Unsupported, native.BuildError):
         return False
 
@@ -94,7 +95,7 @@ def jvp_batch(program: Program | str | os.PathLike, inputs: Mapping[str, Any] | 
                 tangents=batch_row(trows, tshared, 0), machine=m))
         except RVMError:                # row 0 traps: every row goes the single call's way
             runners = []
-        if runners and all(_native(r.core, program) for r in runners):
+        if runners and all(_native(r.core, program, False) for r in runners):
             r0 = runners[0]
             outs = tangent_outputs(ms[0])
             results = {name: np.full((B, *(shape or ())), np.nan)
@@ -167,7 +168,7 @@ def hessian_batch(program: Program | str | os.PathLike, of: str, wrt: str | Sequ
         except RVMError:                # row 0 traps: every row goes the single call's way
             runners = []
         if runners and all(getattr(r, "paths_checked", False) for r in runners) and \
-                all(_native(r.core, program) for r in runners):
+                all(_native(r.core, program, r.n > 1) for r in runners):
             r0 = runners[0]
             out = res = np.full((B, r0.n, r0.n), np.nan)
             in_addrs, def_words, row_addrs, rw = batch_words(ms[0], rows, shared, B)
