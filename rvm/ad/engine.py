@@ -976,7 +976,6 @@ class GradFn(_core.GradFnBase):
         follows, each from the forward run's end state: each row is bit for bit
         `grad_fn(program, of=o, wrt=...).flat(x)`.  Otherwise, or when the native code hands
         a call back, each row is `derivatives` of its own (which reports what went wrong)."""
-        from .. import native
         names = tuple(of)
         n = self.runner.n
         if out is None:
@@ -996,12 +995,7 @@ class GradFn(_core.GradFnBase):
                           if g.addr <= c.addr < g.addr + g.size) for c in cells]
             if self._first:
                 self(self._flat_dict(x, "jacobian_flat"))    # the first call's checks
-            if self._nat is None and self._choice is not False and \
-                    os.environ.get("RVM_NATIVE") != "0":
-                try:
-                    self.compile()
-                except (native.Unsupported, native.BuildError) as e:
-                    self._refuse(e)
+            self._compile_now()
             call = False
             if self._nat is not None and self._fast and self.flat_call is not None and \
                     all(t in (FLOAT, NumType.FIXED) for t in types):
@@ -1119,7 +1113,6 @@ class GradFn(_core.GradFnBase):
             return self._batch(inputs, threads)
 
     def _batch(self, inputs: Mapping[str, Any], threads: int | None) -> dict[str, Any]:
-        from .. import native
         batch_rows, shared, B = split_batch(self.program, inputs)
         n = self.runner.n
         out = np.full((B, n), np.nan)
@@ -1129,12 +1122,7 @@ class GradFn(_core.GradFnBase):
                 self(batch_row(batch_rows, shared, 0))
             except RVMError:            # row 0 traps: reported below by its index, as any row
                 pass
-        if self._nat is None and self._choice is not False and \
-                os.environ.get("RVM_NATIVE") != "0":
-            try:
-                self.compile()
-            except (native.Unsupported, native.BuildError) as e:
-                self._refuse(e)
+        self._compile_now()
         self.last_batch_loss = np.full(B, np.nan)
         if self._nat is not None and self._fast and n:
             words = batch_words(self._batch_runner(0).m, batch_rows, shared, B)
@@ -1225,6 +1213,17 @@ class GradFn(_core.GradFnBase):
         """How `batch` runs the native rows: W at a time ("8 lanes (...)"), or why a row at
         a time ("not built yet", "off", "one row at a time: why")."""
         return native_lanes.status(self.program)
+
+    def _compile_now(self) -> None:
+        """Build the native code now, unless it is built or turned off (native=False or
+        RVM_NATIVE=0); a refusal leaves the calls interpreted and says why."""
+        from .. import native
+        if self._nat is None and self._choice is not False and \
+                os.environ.get("RVM_NATIVE") != "0":
+            try:
+                self.compile()
+            except (native.Unsupported, native.BuildError) as e:
+                self._refuse(e)
 
     def _refuse(self, e: Exception) -> None:
         with self._lanes_lock:
