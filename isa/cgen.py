@@ -9,6 +9,9 @@ writes from them
   * rvm_op_<name>(targets, sources, extras, F, cs): the instruction on its operand words.  A
     target is read into a local, the body runs, and the local is written back only when the
     body did not trap, so a trap changes nothing;
+  * rvm_lop_<name>(the same parameters): its lane form for the batch lanes
+    (rvm/native/lanes.py): the same words, the targets stored whatever happens, and a
+    nonzero flag exactly where rvm_op_<name> traps;
   * rvm_exec(op, p0, p1, p2, row, F, cs): every such instruction on its cells (in operand
     order) and its row, and RVM_NO_CASE, a named refusal, for any other opcode.
 
@@ -112,6 +115,61 @@ def function(op) -> str:
     return "\n".join(lines)
 
 
+# ---- lane forms (rvm/native/lanes.py: W batch rows at once) ---------------------------------
+# A batch's group of W rows gives up as a whole when any lane's check fails (it reruns every
+# row on the scalar path, which reports the trap), so a lane needs no trap code and no
+# unchanged target: rvm_lop_<name> stores its targets whatever happens and returns nonzero
+# iff rvm_op_<name> on the same words would trap.  No select keeps a target on a failed check,
+# which took the check into every row's dependency chain; the caller ORs the flags and reads
+# them before anything observable.  A check that fails does not stop the lane: the form goes
+# on with the value it has (a failed TRY call leaves its outputs as they were), so a table
+# check may never guard an operation that faults (an int division: rvm_int_div checks itself).
+_LANE_RETURN = re.compile(r"if \((.*?)\) return AK_[A-Z0-9_]+;")
+
+
+def lane_text(text: str, op) -> str:
+    """A pre or body's statements in lane form: `if (c) return AK_X;` sets the flag."""
+    out = _LANE_RETURN.sub(lambda m: f"bad_ |= ({m.group(1)});", text)
+    # a word a failed TRY call leaves unwritten: 0, not an indeterminate value
+    out = re.sub(r"\b(i64|double) (\w+);", r"\1 \2 = 0;", out)
+    if re.search(r"\breturn\b", out):
+        raise MissingBody(f"{op.name}: a return the lane form cannot read: {text!r}")
+    return out
+
+
+def lane_statements(op) -> list[str]:
+    """statements(op) in lane form: TRY(e) sets the flag (bad_) and goes on; a float update's
+    result is stored, finite or not, and flagged unless finite."""
+    if op.body:
+        return [lane_text(_subst(op.body, op), op)]
+    out = [lane_text(_subst(op.pre, op), op)] if op.pre else []
+    f = _subst(op.f, op)
+    if op.law == LAW_ADD and op.types[0] == FLOAT:
+        out.append(f"{{ const double r_ = rvm_w2f(y) {'+' if op.sign > 0 else '-'} ({f}); "
+                   "bad_ |= !isfinite(r_); y = rvm_f2w(r_); }")
+        return out
+    return out + statements(op)[len(out):]
+
+
+def lane_function(op) -> str:
+    """rvm_lop_<name>: the lane form of rvm_op_<name> (the same parameters)."""
+    names = operand_names(op)
+    params = [f"i64* {n}_" if n in ("y", "y2") else f"i64 {n}" for n in names]
+    params += ["int F", "double* cs"]
+    targets = [n for n in names if n in ("y", "y2")]
+    lines = [f"RVM_OP int {lane_name(op)}({', '.join(params)})", "{",
+             "    " + " ".join(f"i64 {n} = *{n}_;" for n in targets) +
+             " int bad_ = 0; (void)F; (void)cs;"]
+    lines += ["    " + s for s in lane_statements(op)]
+    lines.append("    " + " ".join(f"*{n}_ = {n};" for n in targets))
+    lines += ["    return bad_;", "}"]
+    return "\n".join(lines)
+
+
+def lane_name(op) -> str:
+    return "rvm_lop_" + op.name.replace(".", "_")
+
+
 def exec_case(op) -> str:
     args, cell = [], 0
     for i, kind in enumerate(op.operands):
@@ -157,6 +215,14 @@ def generate_isa_header() -> str:
     for op in OPS:
         if has_body(op):
             out += [function(op), ""]
+    out += ["/* The lane forms (isa/cgen.py: lane_function): targets stored whatever happens,",
+            "   nonzero iff the instruction traps.  In them TRY(e) flags a failure and goes on. */",
+            "#undef TRY", "#define TRY(e) (bad_ |= ((e) != 0))", ""]
+    for op in OPS:
+        if has_body(op):
+            out += [lane_function(op), ""]
+    out += ["#undef TRY",
+            "#define TRY(e) do { int rvm_e_ = (e); if (rvm_e_) return rvm_e_; } while (0)", ""]
     out += ["/* Every data instruction on its cells p0.. (operand order) and its row c. */",
             "RVM_OP int rvm_exec(int op, i64* p0, i64* p1, i64* p2, const i64* c, int F,",
             "                           double* cs)",

@@ -4,6 +4,8 @@ with the lane library on and off.  Groups whose rows branch apart, index differe
 give up and run one row at a time."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from test_kernels import TABLE_BODIES, TABLE_POOLS
@@ -162,12 +164,13 @@ def test_every_table_instruction_in_lanes(t):
 
 
 def test_the_generated_code_is_one_loop_per_row_over_the_lanes():
-    """The lane code of a row: a loop over W lanes of the same op the scalar code calls,
-    the index and the branch read once, with the check that the lanes agree."""
+    """The lane code of a row: a loop over W lanes of the op's lane form (isa/cgen.py: the
+    scalar code's op from the same table, flagging a trap instead of keeping its target), the
+    index and the branch read once, with the check that the lanes agree."""
     src = lanes.generate(rvm.assemble(BRANCH))
     assert f"#define W {W}" in src and "rvm_native_forward_w" in src
     assert "rvm_native_backward_wa" in src
-    assert "rvm_op_addmul_f(" in src and "rvm_ad_sub_nz(" in src
+    assert "rvm_lop_addmul_f(" in src and "rvm_op_addmul_f(" not in src and "rvm_ad_sub_nz(" in src
     assert src.count("rvm_uniform(c") >= 2           # the branch's condition, both ways
 
 
@@ -308,3 +311,30 @@ def test_the_sweep_skips_the_rules_into_cells_that_carry_no_derivative():
     B = 2 * W
     x = np.linspace(-1.0, 2.0, B)
     assert batch_vs_single(prog, "y", "x", {"x": x}, B) == (2, 0, [])
+
+
+# a lane that divides by zero or overflows into a cell nothing else reads: only its flag
+# (isa/cgen.py's lane forms store the non-finite value and flag it) sends the group to the
+# scalar path, which reports the row; the sweep's inverse would flag it too, so the test
+# fails only if the lane forms drop the flag altogether
+QUIET_TRAP = """
+input x: float = 1.0
+const one: float = 1.0
+output y: float
+global g: float
+func main() {
+    g += OP
+    y += x * x
+}
+"""
+
+
+@pytest.mark.parametrize("op,x", [("one / x", 0.0), ("x * x", 1e200), ("x - one", math.inf)],
+                         ids=["divide-by-zero", "overflow", "inf-input"])
+def test_one_failing_lane_sends_its_group_to_the_scalar_path_which_reports_its_row(op, x):
+    prog = rvm.assemble(QUIET_TRAP.replace("OP", op))
+    B = 3 * W
+    xs = np.linspace(1.0, 2.0, B)
+    xs[W + 5] = x                                          # one lane of the second group
+    groups, bails, bad = batch_vs_single(prog, "y", "x", {"x": xs}, B)
+    assert (groups, bails, bad) == (2, 1, [W + 5])

@@ -1,8 +1,10 @@
 """Program -> C for batches: the gradient's forward run and adjoint sweep over W batch rows at
 once (GradFn.batch, issue 16), every cell a vector of W values.
 
-The code is codegen.py's (the same rows, checks, calls, value updates and adjoint rules; see
-its docstring) with every cell, adjoint and value-stack slot held as W lanes, lane-minor: row
+The code is codegen.py's (the same rows, checks, calls and adjoint rules; see its docstring;
+each value update the op's lane form, isa/cgen.py's rvm_lop_<name>: the scalar op's words,
+its targets stored whatever happens and a flag where the scalar op traps, since a failed lane
+discards its group) with every cell, adjoint and value-stack slot held as W lanes, lane-minor: row
 j's value of cell c is st->mem[c * W + j] (its adjoint st->adj[c * W + j], stack slot s's
 st->stack[s * W + j]), so that each row's update is one loop over the lanes that gcc
 vectorizes (elementwise IEEE + - * / sqrt, the same correctly rounded numbers; a library
@@ -35,7 +37,7 @@ and no lane depends on another) under tangent.LANE_OPTIONS and FLAGS.
 """
 from __future__ import annotations
 
-from isa.cgen import distinct_pairs, func_name, has_body, operand_names
+from isa.cgen import distinct_pairs, has_body, lane_name, operand_names
 from isa.derivatives import PF_FN1, PF_FN2, PF_MUL, PF_NONE, PF_ONE, RULES, pf_id
 from isa.program import MODE_G, MODE_L, MODE_N, MODE_P, MODE_X
 from isa.table import OPS
@@ -548,7 +550,7 @@ class _BatchFn(_Fn):
                 else:
                     args.append(lit(c[i + 1]))
             args += [str(self.F), "cs"]
-            return scalar, ["{ " + " ".join(decl) + f" bad_[@J@] |= {func_name(op)}"
+            return scalar, ["{ " + " ".join(decl) + f" bad_[@J@] |= {lane_name(op)}"
                             f"({', '.join(args)}); " + " ".join(store) + " }"], []
         if op.family == "push":                 # the cell's words onto the stack, the cell 0
             return ([f"if (st->sp >= st->stack_cap) BAIL({pc}); const i64 sp_ = st->sp++; "
