@@ -127,9 +127,29 @@ def function(op) -> str:
 _LANE_RETURN = re.compile(r"if \((.*?)\) return AK_[A-Z0-9_]+;")
 
 
+def implied_by_result(cond: str, op) -> bool:
+    """Is the pre check `if (cond) return AK_X;` of a float update y +/-= f implied by the
+    update's own check that its result is finite?  IEEE: y + t and y - t are not finite when
+    the term t is not (an infinity gives an infinity or NaN, a NaN a NaN), and a quotient by
+    zero is an infinity or NaN.  So when f is the checked value itself (addsum's s), or f
+    divides by the value checked to be zero (adddiv's b), the result's check flags every
+    lane the pre check would, and the lane form leaves the pre check out."""
+    if not (op.law == LAW_ADD and op.types and op.types[0] == FLOAT):
+        return False
+    f = _subst(op.f, op).replace(" ", "")
+    c = cond.replace(" ", "")
+    m = re.fullmatch(r"!isfinite\((\w+)\)", c)
+    if m and f == m.group(1):
+        return True
+    m = re.fullmatch(r"(.+)==0\.0", c)
+    return bool(m and f.endswith("/" + m.group(1)))
+
+
 def lane_text(text: str, op) -> str:
-    """A pre or body's statements in lane form: `if (c) return AK_X;` sets the flag."""
-    out = _LANE_RETURN.sub(lambda m: f"bad_ |= ({m.group(1)});", text)
+    """A pre or body's statements in lane form: `if (c) return AK_X;` sets the flag (or goes,
+    when the update's result check implies it: implied_by_result)."""
+    out = _LANE_RETURN.sub(lambda m: "" if implied_by_result(m.group(1), op) else
+                           f"bad_ |= ({m.group(1)});", text)
     # a word a failed TRY call leaves unwritten: 0, not an indeterminate value
     out = re.sub(r"\b(i64|double) (\w+);", r"\1 \2 = 0;", out)
     if re.search(r"\breturn\b", out):
@@ -142,13 +162,14 @@ def lane_statements(op) -> list[str]:
     result is stored, finite or not, and flagged unless finite."""
     if op.body:
         return [lane_text(_subst(op.body, op), op)]
-    out = [lane_text(_subst(op.pre, op), op)] if op.pre else []
+    pre = lane_text(_subst(op.pre, op), op).strip() if op.pre else ""
+    out = [pre] if pre else []
     f = _subst(op.f, op)
     if op.law == LAW_ADD and op.types[0] == FLOAT:
         out.append(f"{{ const double r_ = rvm_w2f(y) {'+' if op.sign > 0 else '-'} ({f}); "
                    "bad_ |= !isfinite(r_); y = rvm_f2w(r_); }")
         return out
-    return out + statements(op)[len(out):]
+    return out + statements(op)[1 if op.pre else 0:]
 
 
 def lane_function(op) -> str:

@@ -101,3 +101,16 @@ def test_a_lane_form_fails_exactly_where_its_scalar_form_traps(run, t):
                 else:
                     traps += 1
     assert traps > 0 and ok > 0            # both sides of every type's forms were seen
+
+
+def test_a_float_update_checks_its_result_alone_where_that_implies_its_pre_check():
+    """addsum/adddif's finite sum and a float division's nonzero divisor are implied by the
+    update's finite result (isa/cgen.py: implied_by_result), so their lane forms check the
+    result alone; int and fixed divisions keep their checks (their quotient is no float)."""
+    from isa.cgen import lane_function
+    from isa.table import OP_BY_NAME
+    for name in ("adddif.f", "subsum.f", "adddiv.f", "subdiv.f"):
+        text = lane_function(OP_BY_NAME[name])
+        assert text.count("isfinite") == 1 and "== 0.0" not in text, name
+    assert "TRY(rvm_fixed_div(" in lane_function(OP_BY_NAME["adddiv.x"])
+    assert "TRY(rvm_int_div(" in lane_function(OP_BY_NAME["adddiv.i"])

@@ -338,3 +338,31 @@ def test_one_failing_lane_sends_its_group_to_the_scalar_path_which_reports_its_r
     xs[W + 5] = x                                          # one lane of the second group
     groups, bails, bad = batch_vs_single(prog, "y", "x", {"x": xs}, B)
     assert (groups, bails, bad) == (2, 1, [W + 5])
+
+
+# t, a local in a register, ends as a rounding residue (not zero) in the lane whose x is 0.1:
+# the return's frame check reads it from its lanes' register and gives up the group
+RESIDUE = """
+input x: float = 0.5
+const one: float = 1.0
+output y: float
+func g(y: float, x: float) {
+    local t: float
+    t += x + one
+    y += t * t
+    t -= one
+    t -= x
+}
+func main() {
+    call g(y, x)
+}
+"""
+
+
+def test_a_local_left_nonzero_in_one_lane_fails_the_return_check_of_its_group():
+    prog = rvm.assemble(RESIDUE)
+    assert "z_ |= vL" in lanes.generate(prog)             # t's lanes checked in the register
+    B = 3 * W
+    xs = np.full(B, 0.5)
+    xs[W + 3] = 0.1
+    assert batch_vs_single(prog, "y", "x", {"x": xs}, B) == (2, 1, [W + 3])

@@ -443,11 +443,29 @@ class _BatchFn(_Fn):
         return f"{k}[0]"
 
     def frame_check(self, pc: int) -> str:
-        """At the return: no lane failed a check, and the frame is zero in every lane."""
-        out = f"if (rvm_failed(bad_)) BAIL({pc});"
-        if self.fs:
-            out += f" if (rvm_any(MV + (fp) * W, {self.fs} * W)) BAIL({pc});"
-        return out
+        """At the return: no lane failed a check, and the frame is zero in every lane: the
+        cells kept in locals on the locals (their words: a -0.0 is not zero), the others on
+        the memory, a run of them at a time (as codegen's)."""
+        out = [f"if (rvm_failed(bad_)) BAIL({pc});"]
+        ones = [self.names_of(("L", k))[0] for k in range(self.fs) if ("L", k) in self.one]
+        vecs = [self.names_of(("L", k))[0] for k in range(self.fs) if ("L", k) in self.vec]
+        if ones:
+            out.append(f"if ({' | '.join(ones)}) BAIL({pc});")
+        if vecs:
+            lanes = " | ".join(f"{v}[{J}]" for v in vecs)
+            out.append(f'{{ i64 z_ = 0; _Pragma("omp simd reduction(|:z_)") '
+                       f"for (i64 {J} = 0; {J} < W; {J}++) z_ |= {lanes}; "
+                       f"if (z_) BAIL({pc}); }}")
+        run: list[int] = []
+        for k in range(self.fs + 1):
+            if k < self.fs and ("L", k) not in self.one and ("L", k) not in self.vec:
+                run.append(k)
+                continue
+            if run:
+                out.append(f"if (rvm_any(MV + (fp + {run[0]}) * W, {len(run)} * W)) "
+                           f"BAIL({pc});")
+            run = []
+        return " ".join(out)
 
     def row(self, pc: int) -> None:
         c = [int(v) for v in self.code[pc]]
