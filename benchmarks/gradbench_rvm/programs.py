@@ -15,6 +15,7 @@ kmeans's gradient and Hessian diagonal are one tangent-over-adjoint sweep (`rvm.
 with a direction, native code too)."""
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from collections.abc import Callable
@@ -185,23 +186,47 @@ def kmeans(function: str, inp: dict[str, Any], native: bool = True) -> Evaluatio
     P, C = np.asarray(inp["points"], dtype=np.float64), np.asarray(inp["centroids"],
                                                                    dtype=np.float64)
     (n, d), k = P.shape, C.shape[0]
-    prog = program("kmeans", (("P", n * d), ("C", k * d), ("D", n * k), ("best", n),
+    prog = program("kmeans", (("P", n * d), ("C", k * d), ("CC", k), ("HC", k), ("D", n * k), ("best", n),
                               ("arg", n)), (("d", d), ("k", k)))
     r = Runner(prog, {"P": _f64(P), "C": _f64(C)}, native)
     if function == "cost":
         fw = r.forward("cost")
         return Evaluation(fw, lambda o: float(o[0]))
     # one tangent-over-adjoint sweep, tangent 1 on every C: its adjoint is J, its tangent
-    # H 1 = diag H (H is diagonal); the machine keeps the resolved cells between calls
-    m = rvm.Machine(prog)
-    ones = {"C": np.ones(k * d)}
+    # H 1 = diag H (H is diagonal).  As a flat call (GradFn.hvp_flat: one C call, only the
+    # cells a run may write put back between calls), C from a vector and P the program's
+    # default: a Program of its own with P's words as the default (the cached one is
+    # shared with `cost`).  hvp_flat gives H 1; J is the adjoint the same sweep leaves at C,
+    # read from the machine's adjoint array (Core.adjoint: a view of the dual array, which
+    # the machine allocates once and keeps).
+    pg = next(g for g in prog.globals if g.name == "P")
+    prog = dataclasses.replace(prog, globals=[
+        dataclasses.replace(g, default=_f64(P).view(np.int64).tolist()) if g is pg else g
+        for g in prog.globals])
+    c = next(g for g in prog.globals if g.name == "C")
+    f = rvm.grad_fn(prog, of="cost", wrt=["C"], native=native)
+    x, v, h = _f64(C), np.ones(k * d), np.empty(k * d)
+    f({"C": x})                         # the first call: the general path, with its checks
+    core = f.runner.core
+    if native:
+        # the tangent modes' code for tangents seeded at C and derivatives asked of C alone
+        # (rvm/native/activity.py then leaves out P's tangents and adjoints, which the code
+        # built for any differentiable global carries: a load and a test per element)
+        rvm.native.compile_tangent(prog, range(c.addr, c.addr + c.size),
+                                   lanes=False).install(core)
+    adj = core.adjoint
 
     def both() -> Any:
-        res = rvm.derivatives(prog, "cost", ["C"], r.inputs, gradient=False, direction=ones,
-                              check_ancillas=False, native=native, machine=m)
-        return res.gradient["C"] / res.hvp["C"]
-    both()                              # native: the tangent modes' code is built here
-
+        f.hvp_flat(x, v, h)
+        return adj[c.addr:c.addr + c.size] / h
+    # the flat call against the dict call of rvm.derivatives on the same machine and code,
+    # bit for bit
+    got = both()
+    ref = rvm.derivatives(prog, "cost", ["C"], {"C": x}, gradient=False, direction={"C": v},
+                          check_ancillas=False, native=native, machine=f.runner.m)
+    if not np.array_equal(got, ref.gradient["C"] / ref.hvp["C"]):
+        raise RuntimeError("kmeans: hvp_flat and the machine's adjoints disagree with "
+                           "rvm.derivatives")
     return Evaluation(both, lambda v: v.reshape(k, d).tolist())
 
 
