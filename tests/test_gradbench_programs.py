@@ -311,3 +311,28 @@ def test_the_tool_answers_the_nested_evals():
     assert isinstance(w, float) and abs(w - 0.2071918746486116) < 1e-12
     with pytest.raises(KeyError):
         programs.prepare("saddle", "fx", {"start": [1.0, 1.0]})
+
+
+def test_driver_table_gives_closed_form_evals_the_derivative_over_manuals_objective(capsys):
+    """benchmarks/gradbench.py: for ode and kmeans (manual's derivative is a closed form) the
+    rows give the tool's best derivative over manual's best objective, both interleaved."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("gb_driver", ROOT / "benchmarks" /
+                                                  "gradbench.py")
+    drv = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(drv)
+
+    def entry(function, mean, tool_best, manual_best):
+        return {"function": function, "description": "n=1000,s=10", "mean": mean,
+                "prepare": 0.0, "valid": True, "success": True,
+                "interleaved": {"rounds": 3, "tool": tool_best, "manual": manual_best}}
+    rvm_log = {"evaluations": [entry("primal", 2e-4, 1.2e-4, 2.5e-5),
+                               entry("gradient", 4e-4, 3.5e-4, 2e-6)]}
+    rows = drv.table("ode", {"rvm": rvm_log})
+    assert rows[0]["x_manual_interleaved"] == pytest.approx(175.0)
+    assert rows[0]["objective_x_manual_interleaved"] == pytest.approx(4.8)
+    assert rows[0]["x_manual_objective_interleaved"] == pytest.approx(14.0)
+    drv.print_table("ode", rows)
+    assert "[derivative / manual's objective 14.00]" in capsys.readouterr().out
+    drv.print_table("lse", drv.table("lse", {"rvm": rvm_log}))
+    assert "manual's objective" not in capsys.readouterr().out

@@ -172,14 +172,14 @@ def det(function: str, inp: dict[str, Any], native: bool = True) -> Evaluation:
 def ode(function: str, inp: dict[str, Any], native: bool = True) -> Evaluation:
     x, s = _f64(inp["x"]), int(inp["s"])
     n = len(x)
-    r = Runner(program("ode", (("x", n), ("y", n), ("xr", n + 9), ("yr", n + 9), ("K1", n + 9),
-                              ("K2", n + 9), ("K3", n + 9), ("K4", n + 9))),
-               {"x": x, "s": s}, native)
+    # s is also the program's default for s, so that the gradient can be a flat call
+    r = Runner(program("ode", (("x", n), ("y", n)) + tuple(
+        (a, n + 9) for a in ("xr", "yr", "HX2", "HX", "K1", "D2", "K2", "D3", "K3", "D4")),
+        (("s", s),)), {"x": x, "s": s}, native)
     if function == "primal":
         fw = r.forward("y")
         return Evaluation(fw, lambda o: np.asarray(o[0]).tolist())
-    g = r.grad_fn(f"y[{n - 1}]", ("x",))
-    return Evaluation(g, lambda res: res["x"].tolist())
+    return Evaluation(r.grad_flat(f"y[{n - 1}]", "x"), lambda g: g.tolist())
 
 
 def kmeans(function: str, inp: dict[str, Any], native: bool = True) -> Evaluation:
