@@ -152,6 +152,23 @@ def lit(w: int) -> str:
     return f"((i64)0x{w & 0xFFFFFFFFFFFFFFFF:x}ULL)"
 
 
+def runs(cells: Iterable[int]) -> list[tuple[int, int]]:
+    """Sorted cells as runs [lo, hi) of consecutive ones."""
+    out: list[tuple[int, int]] = []
+    for k in sorted(cells):
+        if out and out[-1][1] == k:
+            out[-1] = (out[-1][0], k + 1)
+        else:
+            out.append((k, k + 1))
+    return out
+
+
+def clear(arr: str, base: str, spans: list[tuple[int, int]]) -> str:
+    """C that zeroes the doubles arr[base + lo .. base + hi) of every span."""
+    return " ".join(f"memset({arr} + {base} + {lo}, 0, {hi - lo} * sizeof(double));"
+                    for lo, hi in spans)
+
+
 def _ops_by_code() -> dict:
     return {op.code: op for op in OPS}
 
@@ -558,8 +575,12 @@ class _Fn:
                                f"cpl[{j}] && cpa[{j}] < cpa[{i}] + cpl[{i}]) BAIL({pc});")
         nfp = f"fp + {self.fs}"
         out.append(self.write_back())
+        spans = self.clears(fi)
         for arr in self.duals:                         # ad_frame
-            out.append(f"memset({arr} + {nfp}, 0, {g.frame_size} * sizeof(double));")
+            if spans[arr] == [(0, g.frame_size)]:
+                out.append(f"memset({arr} + {nfp}, 0, {g.frame_size} * sizeof(double));")
+            else:
+                out.append(clear(arr, f"({nfp})", spans[arr]))
         out.append(f"if ({nfp} + {g.frame_size} > st->peak_ftop) st->peak_ftop = "
                    f"{nfp} + {g.frame_size};")
         out.append("if (depth + 1 > st->peak_depth) st->peak_depth = depth + 1;")
@@ -571,6 +592,22 @@ class _Fn:
             pre = []
             ref, _ = self.cell(w, pc, pre)
             out += pre + [f"if ({ref.ptr} - M != cpa[{i}]) BAIL({pc});"]
+        return out
+
+    def scalar_layout(self) -> bool:
+        """Cell c's duals at c in their arrays (a mode with another layout overrides
+        indexed(): lanes.py)."""
+        return type(self).indexed is _Fn.indexed
+
+    def clears(self, fi: int) -> dict[str, list[tuple[int, int]]]:
+        """Per dual array of this mode: the spans of function fi's frame cells to zero as it
+        is entered (ad_frame).  The sweep reads and writes the adjoints of the frame cells
+        varied anywhere (activity.frame_cells: the others' rules write the sink), so only
+        theirs need be zero; without an analysis, or in another layout, the whole frame."""
+        fs = self.p.functions[fi].frame_size
+        out = {arr: [(0, fs)] for arr in self.duals}
+        if self.activity is not None and self.scalar_layout() and "A" in out:
+            out["A"] = runs(self.activity.frame_cells(fi))
         return out
 
     def value(self, op, c, P, pc: int) -> list[str]:
@@ -885,18 +922,22 @@ def _inlined(calls: dict[tuple, dict], size: dict[tuple, int], entries: set,
     return out
 
 
-def entries(program, variants: list[tuple[str, str, tuple[str, ...], str]]) -> str:
+def entries(program, variants: list[tuple[str, str, tuple[str, ...], str]],
+            spans: dict[str, list[tuple[int, int]]] | None = None) -> str:
     """The library's entry points, one per (its name, the C function of main it runs, the
     dual arrays of rvm_ns whose main frame it clears first, a comment): each enters main (a
-    step) on the state the caller set up, runs it and adds the steps."""
+    step) on the state the caller set up, runs it and adds the steps.  spans: per dual array,
+    the spans of main's frame to clear (default: the whole frame)."""
     fp, fs = program.n_static, program.functions[program.main].frame_size
+    spans = spans or {}
     out = ["static const i64 rvm_no_params[1] = {0};"]
-    for name, fn, clear, what in variants:
+    for name, fn, arrs, what in variants:
         out.append(f"i64 {name}(rvm_ns* st) {{   /* {what} */\n"
                    "    i64 n = st->steps + 1, rc;\n"
                    "    st->stack_low = rvm_stack_low();\n" +
                    "".join(f"    memset(st->{a} + {fp}, 0, {fs} * sizeof(double));\n"
-                           for a in clear) +
+                           if a not in spans else
+                           f"    {clear('st->' + a, str(fp), spans[a])}\n" for a in arrs) +
                    f"    rc = {fn}(st, {fp}, rvm_no_params, rvm_no_params, 1, 0, &n);\n"
                    "    st->steps = n; return rc;\n}")
     return "\n" + "\n".join(out) + "\n"
@@ -911,10 +952,14 @@ def generate(program, wrt: Iterable[int] | None = None) -> str:
     or, without wrt, of any differentiable global; the gradient of those cells is the
     same, bit for bit.  Raises Unsupported for what it does not cover."""
     main = program.main
+    act = Activity(program, wrt)
     protos, bodies = functions(program, {(main, 1, False): "main_f", (main, -1, True): "main_ba",
                                          (main, -1, False): "main_b"},
-                               activity=Activity(program, wrt))
+                               activity=act)
+    # the sweep reads and writes the adjoints of main's frame cells varied anywhere: only
+    # those are cleared (_Fn.clears)
     return PRELUDE + ABI_FN + "\n".join(protos) + "\n" + "".join(bodies) + entries(program, [
         ("rvm_native_forward", "main_f", (), "run main"),
         ("rvm_native_backward", "main_ba", ("adj",), "from main's end with the rules on"),
-        ("rvm_native_run_backward", "main_b", (), "a backward run: from main's end")])
+        ("rvm_native_run_backward", "main_b", (), "a backward run: from main's end")],
+        {"adj": runs(act.frame_cells(main))})

@@ -25,6 +25,8 @@ from isa.types import FLOAT, INT
 
 from .activity import Activity
 from .codegen import ABI_FN, PRELUDE, Unsupported, _Fn, entries, functions
+from .codegen import clear as _clear
+from .codegen import runs as _runs
 
 # a tangent dropped (ad_release of rvm/_ad.pxi): count it, keep the first pc and the largest
 RELEASE = """\
@@ -45,23 +47,6 @@ static inline int rvm_any_nz(const double* p, i64 n) {
     return r != 0;
 }
 """
-
-
-def _runs(cells: list[int]) -> list[tuple[int, int]]:
-    """Sorted cells as runs [lo, hi) of consecutive ones."""
-    runs: list[tuple[int, int]] = []
-    for k in sorted(cells):
-        if runs and runs[-1][1] == k:
-            runs[-1] = (runs[-1][0], k + 1)
-        else:
-            runs.append((k, k + 1))
-    return runs
-
-
-def _clear(arr: str, base: str, runs: list[tuple[int, int]]) -> str:
-    """C that zeroes the doubles arr[base + lo .. base + hi) of every run."""
-    return " ".join(f"memset({arr} + {base} + {lo}, 0, {hi - lo} * sizeof(double));"
-                    for lo, hi in runs)
 
 
 class _TanFn(_Fn):
@@ -107,20 +92,6 @@ class _TanFn(_Fn):
         for arr in self.duals:
             act = self.tact if arr == "T" else self.activity
             out[arr] = [(0, fs)] if act is None else _runs(act.frame_cells(fi))
-        return out
-
-    def call(self, c, forward: bool, pc: int) -> list[str]:
-        out = super().call(c, forward, pc)
-        if self.tact is None and self.activity is None:
-            return out
-        fi = self.p.callsites[c[1]].func
-        fs = self.p.functions[fi].frame_size
-        nfp = f"fp + {self.fs}"
-        runs = self.clears(fi)
-        for arr in self.duals:
-            whole = f"memset({arr} + {nfp}, 0, {fs} * sizeof(double));"
-            assert whole in out, whole
-            out[out.index(whole)] = _clear(arr, f"({nfp})", runs[arr])
         return out
 
     def locals(self) -> list[str]:
