@@ -140,7 +140,7 @@ def _f64(v: Any) -> np.ndarray:
 def lse(function: str, inp: dict[str, Any], native: bool = True) -> Evaluation:
     x = _f64(inp["x"])
     n = len(x)
-    r = Runner(program("lse", (("x", n),)), {"x": x}, native)
+    r = Runner(program("lse", (("x", n), ("XS", n))), {"x": x}, native)
     if function == "primal":
         fw = r.forward("r")
         return Evaluation(fw, lambda o: float(o[0]))
