@@ -18,6 +18,7 @@ stack.  Programs with traces raise Unsupported and stay interpreted.
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 import numpy as np
@@ -29,6 +30,8 @@ from isa.cgen import (
     distinct_pairs,
     func_name,
     has_body,
+    implied_by_result,
+    lane_name,
     operand_names,
 )
 from isa.derivatives import (
@@ -145,6 +148,17 @@ MAX_NATIVE_DEPTH = 2000
 
 class Unsupported(Exception):
     """The program uses something the generator does not translate (the reason says what)."""
+
+
+def drops_implied(op) -> bool:
+    """Does the row run op's lane form (isa/cgen.py: rvm_lop_<name>, nonzero exactly where
+    rvm_op_<name> traps) because that form leaves out a check the result's own implies
+    (isa/cgen.implied_by_result: a float quotient's zero divisor, a float sum's inner
+    finiteness)?  The generated code checks the flag at once, as it checks rvm_op_'s code,
+    and does not report: the interpreter reports the trap (AK_DIV0) on the fallback."""
+    return bool(op.pre) and any(implied_by_result(m.group(1), op)
+                                for m in re.finditer(r"if \((.*?)\) return AK_[A-Z0-9_]+;",
+                                                     op.pre))
 
 
 def lit(w: int) -> str:
@@ -634,7 +648,8 @@ class _Fn:
                 else:
                     args.append(lit(c[i + 1]))
             args += [str(self.F), "cs"]
-            out.append("{ " + " ".join(decl) + f" if ({func_name(op)}({', '.join(args)})) "
+            fn = lane_name(op) if drops_implied(op) else func_name(op)
+            out.append("{ " + " ".join(decl) + f" if ({fn}({', '.join(args)})) "
                        f"BAIL({pc}); " + " ".join(store) + " }")
             return out
         y = P[0].val if P else None
