@@ -187,7 +187,8 @@ cdef int grad_group(VM* vm, LaneGroup* lg, native_fn fwd, native_fn bwd, i64 of_
     for j in range(W):
         for k in range(nr):
             M[ra[k] * W + j] = rw[j * nr + k]
-    memcpy(lg.ws, M, nw * W * sizeof(i64))
+    for i in range(nex):                # the start words of the cells the retrace checks
+        memcpy(lg.ws + ex[i] * W, M + ex[i] * W, W * sizeof(i64))
     memset(&st, 0, sizeof(NativeState))
     st.mem = M
     st.adj = A

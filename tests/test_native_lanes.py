@@ -4,6 +4,7 @@ with the lane library on and off.  Groups whose rows branch apart, index differe
 give up and run one row at a time."""
 from __future__ import annotations
 
+import ctypes
 import math
 
 import numpy as np
@@ -366,3 +367,34 @@ def test_a_local_left_nonzero_in_one_lane_fails_the_return_check_of_its_group():
     xs = np.full(B, 0.5)
     xs[W + 3] = 0.1
     assert batch_vs_single(prog, "y", "x", {"x": xs}, B) == (2, 1, [W + 3])
+
+
+def test_lane_rows_check_the_retrace_of_exact_cells_and_hand_back_no_row_that_retraced():
+    """LaneRows.grad_rows (the lanes' entry, as bench_batch_lanes.py calls it) on a program
+    with int inputs (cells that never round: the retrace check compares their start and end
+    words in every lane): every row retraced, so none is handed back (status 0), and every
+    gradient is the single call's."""
+    from rvm import _core
+    from rvm.api import batch_words, split_batch
+    from rvm.native.build import build
+    prog = rvm.assemble(REINDEX)
+    B = 2 * W
+    x, k = np.linspace(0.5, 2.0, B), np.ones(B, dtype=np.int64)
+    f = rvm.grad_fn(prog, of="y", wrt="x")
+    f.compile()
+    r = f._batch_runner(0)
+    exact = r._exact_addrs()
+    assert len(exact) > 0
+    rows_, shared, _ = split_batch(prog, {"x": x, "k": k})
+    in_addrs, def_words, row_addrs, rows = batch_words(r.m, rows_, shared, B)
+    lib, _path, _built = build(lanes.generate(prog), for_cpu=True, extra=lanes.FLAGS)
+    fw, bw = (ctypes.cast(getattr(lib, n), ctypes.c_void_p).value
+              for n in ("rvm_native_forward_w", "rvm_native_backward_wa"))
+    lr = _core.LaneRows(lib, fw, bw, lib.rvm_lanes_width())
+    out = np.full((B, 1), np.nan)
+    loss, status = np.zeros(B, np.int64), np.ones(B, np.int64)
+    assert lr.grad_rows(r.core, r.of.addr, in_addrs, def_words, row_addrs, rows,
+                        r._fast_args()[3], out, loss, status, exact)
+    assert (lr.groups, lr.bails) == (2, 0) and status.tolist() == [0] * B
+    want = single(prog, "y", "x", rows_of({"x": x, "k": k}, B))
+    assert out[:, 0].tobytes() == np.array([w["x"] for w in want]).tobytes()
