@@ -103,6 +103,9 @@ cdef int native_run_capped(native_fn f, RunState* rs) except -1:
 from cpython.ref cimport Py_INCREF, Py_XDECREF
 from cpython.object cimport PyObject
 
+cdef extern from "Python.h":
+    bint PyDict_Next(object d, Py_ssize_t* pos, PyObject** key, PyObject** value)
+
 
 cdef enum:
     _KEYS = 8                   # a KeyCache remembers this many names
@@ -137,12 +140,17 @@ cdef int _store_inputs(VM* vm, dict values, dict cells, KeyCache* kc=NULL) excep
     cdef int kind, overflow, at = -1
     cdef cnp.ndarray a
     cdef PyObject* k
-    for name, v in values.items():
+    cdef PyObject* pv
+    cdef Py_ssize_t pos = 0
+    # the dict's own iteration (borrowed references: nothing here runs Python code that could
+    # change it, and a str key's lookup in `cells` cannot either)
+    while PyDict_Next(values, &pos, &k, &pv):
         at += 1
-        k = <PyObject*>name
+        v = <object>pv
         if kc != NULL and at < _KEYS and kc.key[at] == k:
             addr, kind, n = kc.addr[at], kc.kind[at], kc.size[at]
         else:
+            name = <object>k
             cell = cells.get(name)
             if cell is None:
                 return 1

@@ -333,6 +333,21 @@ cdef class RunFlat:
         return oa
 
 
+cdef inline bint _same_items(object a, object b):
+    """a and b are lists of the same objects (a call's fresh `wrt=["z"]`: its strings are the
+    interned constants of the call site), without the general comparison."""
+    cdef Py_ssize_t i, n
+    if type(a) is not list or type(b) is not list:
+        return False
+    n = len(<list>a)
+    if n != len(<list>b):
+        return False
+    for i in range(n):
+        if <PyObject*>(<list>a)[i] != <PyObject*>(<list>b)[i]:
+            return False
+    return True
+
+
 @cython.auto_pickle(False)
 cdef class HessCall:
     """`rvm.hessian(program, of, wrt, inputs)` repeated on one thread's reused AD machine
@@ -380,7 +395,8 @@ cdef class HessCall:
             return False
         if of is not self.of and not PyObject_RichCompareBool(of, self.of, Py_EQ):
             return False
-        if wrt is not self.wrt and not PyObject_RichCompareBool(wrt, self.wrt, Py_EQ):
+        if wrt is not self.wrt and not _same_items(wrt, self.wrt) and \
+                not PyObject_RichCompareBool(wrt, self.wrt, Py_EQ):
             return False
         if inputs is not None and type(inputs) is not dict:
             return False
@@ -581,7 +597,9 @@ cdef object _gen_grad = None
 
 cdef extern from "Python.h":
     PyObject** _PyObject_GetDictPtr(object)
-    PyObject* PyDict_GetItem(PyObject*, PyObject*)
+    PyObject* PyDict_GetItemWithError(PyObject*, PyObject*)
+    PyObject* PyErr_Occurred()
+    void PyErr_Clear()
 
 
 cdef inline OneShotEntry _entry_of(object program):
@@ -591,8 +609,12 @@ cdef inline OneShotEntry _entry_of(object program):
     cdef PyObject* e
     if dp == NULL or dp[0] == NULL:
         return None
-    e = PyDict_GetItem(dp[0], <PyObject*>"_oneshot")
-    if e == NULL or not isinstance(<object>e, OneShotEntry):
+    e = PyDict_GetItemWithError(dp[0], <PyObject*>"_oneshot")
+    if e == NULL:
+        if PyErr_Occurred() != NULL:        # (a key whose comparison raised: not ours)
+            PyErr_Clear()
+        return None
+    if not isinstance(<object>e, OneShotEntry):
         return None
     return <OneShotEntry>e
 
@@ -668,12 +690,192 @@ def oneshot_grad(program, of, wrt, inputs=None, **options):
     return _gen_grad(program, of, wrt, inputs, **options)
 
 
+# The public calls' own vectorcall (issue 16).  A def function with **options makes a dict
+# and parses the keywords by Cython's general routine on every call: about 480 of the 2.7K
+# instructions of T2's repeated rvm.hessian (callgrind).  oneshot_public gives each public
+# call a C entry that takes the arguments of the repeated call from the vectorcall's array as
+# they are (its parameter names, by identity: a call site's keywords are interned), calls the
+# bound C call, and otherwise hands the whole call to the function's own vectorcall, which
+# runs it as before (errors, other options, the general path).
+
+cdef extern from *:
+    """
+    typedef PyObject* (*__pyx_rvm_vc)(PyObject*, PyObject* const*, size_t, PyObject*);
+    static void* __pyx_rvm_vc_get(PyObject* f) { return (void*)((PyCFunctionObject*)f)->vectorcall; }
+    static void __pyx_rvm_vc_set(PyObject* f, void* g) {
+        ((PyCFunctionObject*)f)->vectorcall = (__pyx_rvm_vc)g;
+    }
+    static PyObject* __pyx_rvm_vc_call(void* g, PyObject* f, PyObject** args, size_t nargsf,
+                                       PyObject* kwnames) {
+        return ((__pyx_rvm_vc)g)(f, (PyObject* const*)args, nargsf, kwnames);
+    }
+    """
+    void* _vc_get "__pyx_rvm_vc_get"(object f)
+    void _vc_set "__pyx_rvm_vc_set"(object f, void* g)
+    object _vc_call "__pyx_rvm_vc_call"(void* g, object f, PyObject** args, size_t nargsf,
+                                        PyObject* kwnames)
+    Py_ssize_t PyVectorcall_NARGS(size_t nargsf)
+    Py_ssize_t PyTuple_GET_SIZE(PyObject* t)
+    PyObject* PyTuple_GET_ITEM(PyObject* t, Py_ssize_t i)
+
+
+cdef enum:
+    _VC_MAX = 5                 # parameters a fast entry reads
+
+
+cdef struct VcNames:
+    # a fast entry's parameter names (the interned str objects of the tuples below, which
+    # keep them alive), how many, and how many may come by position
+    PyObject* name[_VC_MAX]
+    Py_ssize_t n, npos
+
+
+cdef int _vc_names(VcNames* vn, tuple names, Py_ssize_t npos) except -1:
+    cdef Py_ssize_t i
+    vn.n, vn.npos = len(names), npos
+    for i in range(vn.n):
+        vn.name[i] = <PyObject*>names[i]
+    return 0
+
+
+cdef int _vc_args(PyObject** args, size_t nargsf, PyObject* kwnames, VcNames* vn,
+                  PyObject** out) noexcept:
+    """The arguments of a vectorcall into out[k] (borrowed; NULL where not given) by the
+    parameter names vn (the first vn.npos may come by position): 0, or 1 when the call has
+    some other argument (more positional ones, another keyword, one given twice), which only
+    the function's own parsing may take."""
+    cdef Py_ssize_t n = PyVectorcall_NARGS(nargsf), nk, i, j
+    cdef PyObject* k
+    for i in range(_VC_MAX):
+        out[i] = NULL
+    if n > vn.npos:
+        return 1
+    for i in range(n):
+        out[i] = args[i]
+    if kwnames == NULL:
+        return 0
+    nk = PyTuple_GET_SIZE(kwnames)
+    for i in range(nk):
+        k = PyTuple_GET_ITEM(kwnames, i)
+        j = 0
+        while j < vn.n and vn.name[j] != k:
+            j += 1
+        if j == vn.n or out[j] != NULL:
+            return 1
+        out[j] = args[n + i]
+    return 0
+
+
+cdef tuple _N_RUN = ("program", "values", "reverse")
+cdef tuple _N_HESSIAN = ("program", "of", "wrt", "inputs")
+cdef tuple _N_HVP = ("program", "of", "wrt", "v", "inputs")
+cdef tuple _N_JVP = ("program", "inputs", "tangents")
+cdef tuple _N_GRAD = ("program", "of", "wrt", "inputs", "check_ancillas")
+cdef void* _vc_run = NULL
+cdef void* _vc_hessian = NULL
+cdef void* _vc_hvp = NULL
+cdef void* _vc_jvp = NULL
+cdef void* _vc_grad = NULL
+cdef VcNames _vn_run, _vn_hessian, _vn_hvp, _vn_jvp, _vn_grad
+_vc_names(&_vn_run, _N_RUN, 2)
+_vc_names(&_vn_hessian, _N_HESSIAN, 4)
+_vc_names(&_vn_hvp, _N_HVP, 5)
+_vc_names(&_vn_jvp, _N_JVP, 3)
+_vc_names(&_vn_grad, _N_GRAD, 4)
+
+
+cdef inline object _opt(PyObject* a):
+    return None if a == NULL else <object>a
+
+
+cdef object _fast_run(object f, PyObject** args, size_t nargsf, PyObject* kwnames):
+    cdef PyObject* a[_VC_MAX]
+    cdef OneShotEntry e
+    cdef object r
+    if _vc_args(args, nargsf, kwnames, &_vn_run, a) == 0 and a[0] != NULL and \
+            (a[2] == NULL or <object>a[2] is True or <object>a[2] is False):
+        e = _entry_of(<object>a[0])
+        if e is not None and e.run_call is not None:
+            r = (<RunCall>e.run_call).call(_opt(a[1]), a[2] != NULL and <object>a[2] is True)
+            if r is not None:
+                return r
+    return _vc_call(_vc_run, f, args, nargsf, kwnames)
+
+
+cdef object _fast_hessian(object f, PyObject** args, size_t nargsf, PyObject* kwnames):
+    cdef PyObject* a[_VC_MAX]
+    cdef OneShotEntry e
+    cdef object h
+    if _vc_args(args, nargsf, kwnames, &_vn_hessian, a) == 0 and a[0] != NULL and \
+            a[1] != NULL and a[2] != NULL:
+        e = _entry_of(<object>a[0])
+        if e is not None and e.hess_call is not None:
+            h = (<HessCall>e.hess_call).call(<object>a[1], <object>a[2], _opt(a[3]))
+            if h is not None:
+                return h
+    return _vc_call(_vc_hessian, f, args, nargsf, kwnames)
+
+
+cdef object _fast_hvp(object f, PyObject** args, size_t nargsf, PyObject* kwnames):
+    cdef PyObject* a[_VC_MAX]
+    cdef OneShotEntry e
+    cdef object h
+    if _vc_args(args, nargsf, kwnames, &_vn_hvp, a) == 0 and a[0] != NULL and \
+            a[1] != NULL and a[2] != NULL and a[3] != NULL:
+        e = _entry_of(<object>a[0])
+        if e is not None and e.hvp_call is not None:
+            h = (<HvpCall>e.hvp_call).hvp(<object>a[1], <object>a[2], <object>a[3], _opt(a[4]))
+            if h is not None:
+                return h
+    return _vc_call(_vc_hvp, f, args, nargsf, kwnames)
+
+
+cdef object _fast_jvp(object f, PyObject** args, size_t nargsf, PyObject* kwnames):
+    cdef PyObject* a[_VC_MAX]
+    cdef OneShotEntry e
+    cdef object t
+    if _vc_args(args, nargsf, kwnames, &_vn_jvp, a) == 0 and a[0] != NULL and \
+            a[1] != NULL and a[2] != NULL:
+        e = _entry_of(<object>a[0])
+        if e is not None and e.jvp_call is not None:
+            t = (<JvpCall>e.jvp_call).call(<object>a[1], <object>a[2])
+            if t is not None:
+                return t
+    return _vc_call(_vc_jvp, f, args, nargsf, kwnames)
+
+
+cdef object _fast_grad(object f, PyObject** args, size_t nargsf, PyObject* kwnames):
+    cdef PyObject* a[_VC_MAX]
+    cdef OneShotEntry e
+    cdef object g, names, wrt
+    # rvm.grad(..., check_ancillas=False) repeated: the Program's shared grad_fn of (of, wrt)
+    # (a GradFn: its call is C too), found by its key without the general path's Python
+    if _vc_args(args, nargsf, kwnames, &_vn_grad, a) == 0 and a[0] != NULL and \
+            a[1] != NULL and a[2] != NULL and a[4] != NULL and <object>a[4] is False:
+        e = _entry_of(<object>a[0])
+        if e is not None and type(e.grad_fns) is dict:
+            wrt = <object>a[2]
+            if type(wrt) is list or type(wrt) is tuple:
+                names = tuple(wrt)
+            elif type(wrt) is str and "," not in <str>wrt:
+                names = (wrt,)
+            else:
+                names = None
+            if names is not None:
+                g = (<dict>e.grad_fns).get((<object>a[1], names, ()))
+                if g is not None:
+                    return g(_opt(a[3]))
+    return _vc_call(_vc_grad, f, args, nargsf, kwnames)
+
+
 def oneshot_public(str name, general):
     """The public call `name` ("run", "hessian", "hvp", "jvp" or "grad") as its C function:
-    the repeated call one C call into the Program's bound C call, anything else (the first
-    calls, options, another thread, a trap) `general(...)`, the Python implementation, whose
-    name, docstring and signature (inspect follows __wrapped__) the function takes."""
+    the repeated call one C call into the Program's bound C call (its own vectorcall, above),
+    anything else (the first calls, options, another thread, a trap) `general(...)`, the
+    Python implementation, whose name, docstring and signature (inspect follows __wrapped__)
+    the function takes."""
     global _gen_run, _gen_hessian, _gen_hvp, _gen_jvp, _gen_grad
+    global _vc_run, _vc_hessian, _vc_hvp, _vc_jvp, _vc_grad
     import functools
     if name == "run":
         f, _gen_run = oneshot_run, general
@@ -689,4 +891,24 @@ def oneshot_public(str name, general):
         raise ValueError(f"no one-shot call {name!r}")
     functools.update_wrapper(f, general)
     f.__name__ = f.__qualname__ = name
+    own = _vc_get(f)
+    if name == "run":
+        if _vc_run == NULL:
+            _vc_run = own
+            _vc_set(f, <void*>_fast_run)
+    elif name == "hessian":
+        if _vc_hessian == NULL:
+            _vc_hessian = own
+            _vc_set(f, <void*>_fast_hessian)
+    elif name == "hvp":
+        if _vc_hvp == NULL:
+            _vc_hvp = own
+            _vc_set(f, <void*>_fast_hvp)
+    elif name == "jvp":
+        if _vc_jvp == NULL:
+            _vc_jvp = own
+            _vc_set(f, <void*>_fast_jvp)
+    elif _vc_grad == NULL:
+        _vc_grad = own
+        _vc_set(f, <void*>_fast_grad)
     return f

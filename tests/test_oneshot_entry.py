@@ -1,0 +1,120 @@
+"""The public one-shot calls' own entry (issue 16, rvm/_runcall.pxi: oneshot_public): the
+repeated call reads its arguments from the vectorcall in any form a user writes them
+(by position, by keyword, a fresh `wrt` list) and runs the bound C call; every other call
+(another option, a wrong argument) goes through the function's own parsing, with the same
+results and the same errors as before."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import rvm
+from rvm import oneshot
+
+T2 = "programs/besselj_rec.rasm"
+
+
+def data(a: np.ndarray) -> int:
+    return a.__array_interface__["data"][0]
+
+
+def interpreted(of, wrt, inputs):
+    """The interpreter's Hessian, on a Program of its own (native=False on `prog` would turn
+    its machine's native code off until the next call)."""
+    return rvm.hessian(rvm.assemble(T2), of=of, wrt=wrt, inputs=inputs, native=False)
+
+
+@pytest.fixture(scope="module")
+def prog():
+    p = rvm.assemble(T2)
+    rvm.hessian(p, of="out", wrt=["z"], inputs={"z": 3.0}, native=True)
+    for _ in range(3):
+        rvm.hessian(p, of="out", wrt=["z"], inputs={"z": 3.0})
+    assert oneshot.entry(p).hess_call is not None
+    return p
+
+
+def test_every_form_of_the_repeated_hessian_takes_the_c_call(prog):
+    wrt = ["z"]
+    want = interpreted("out", wrt, {"z": 2.5})
+    # the interpreter's Hessian of J_2 at 2.5, which the native passes give bit for bit
+    assert want.shape == (1, 1) and want[0, 0] != 0.0
+    forms = [
+        lambda: rvm.hessian(prog, "out", ["z"], {"z": 2.5}),
+        lambda: rvm.hessian(prog, "out", ["z"], inputs={"z": 2.5}),
+        lambda: rvm.hessian(prog, "out", wrt=["z"], inputs={"z": 2.5}),
+        lambda: rvm.hessian(prog, of="out", wrt=["z"], inputs={"z": 2.5}),
+        lambda: rvm.hessian(prog, inputs={"z": 2.5}, wrt=["z"], of="out"),
+        lambda: rvm.hessian(program=prog, of="out", wrt=wrt, inputs={"z": 2.5}),
+    ]
+    for form in forms:
+        a = form()
+        assert a.tobytes() == want.tobytes()
+        at = data(a)
+        del a
+        b = form()
+        # the C call hands back the array the caller dropped (the general path makes one)
+        assert data(b) == at and b.tobytes() == want.tobytes()
+        del b
+    # no inputs: the program's defaults (z = 3.0)
+    assert rvm.hessian(prog, "out", ["z"]).tobytes() == \
+        interpreted("out", ["z"], {"z": 3.0}).tobytes()
+
+
+def test_other_forms_run_as_before(prog):
+    want = interpreted("out", ["z"], {"z": 2.5})
+    # another option, a tuple of names: the general path, the same Hessian
+    for got in (rvm.hessian(prog, "out", ("z",), {"z": 2.5}),
+                rvm.hessian(prog, "out", "z", {"z": 2.5}),
+                rvm.hessian(prog, "out", ["z"], {"z": 2.5}, native=None)):
+        assert got.tobytes() == want.tobytes()
+    with pytest.raises(TypeError, match="multiple values for keyword argument 'of'"):
+        rvm.hessian(prog, "out", ["z"], {"z": 2.5}, of="out")
+    with pytest.raises(TypeError, match="positional arguments"):
+        rvm.hessian(prog, "out", ["z"], {"z": 2.5}, 7)
+    with pytest.raises(TypeError, match="at least 3 positional arguments"):
+        rvm.hessian(prog, of="out", inputs={"z": 2.5})
+    with pytest.raises(TypeError):
+        rvm.hessian()
+    with pytest.raises(rvm.ad.engine.NotDifferentiable):
+        rvm.hessian(prog, "out", ["nu"], {"z": 2.5})
+    # and the C call still serves the next repeated call
+    a = rvm.hessian(prog, "out", ["z"], {"z": 2.5})
+    at = data(a)
+    del a
+    assert data(rvm.hessian(prog, "out", ["z"], {"z": 2.5})) == at
+
+
+def test_run_and_hvp_and_grad_take_their_arguments_in_every_form():
+    p = rvm.assemble(T2)
+    rvm.run(p, {"z": 2.0})
+    oneshot.entry(p).local.slots[("run", ())].machine.compile()
+    rvm.run(p, {"z": 2.0})
+    m = oneshot.entry(p).run_call.machine
+    want = rvm.run(p, {"z": 2.5}, max_steps=10**9).outputs      # (an option: the general path)
+    runs = m.core.native_runs
+    for res in (rvm.run(p, {"z": 2.5}), rvm.run(p, values={"z": 2.5}),
+                rvm.run(program=p, values={"z": 2.5}, reverse=False)):
+        assert res.outputs == want
+    assert m.core.native_runs == runs + 3
+    back = rvm.run(p, res.inputs | res.outputs, reverse=True)
+    assert back.inputs["z"] == 2.5 and m.core.native_runs == runs + 4
+    with pytest.raises(TypeError, match="positional"):
+        rvm.run(p, {"z": 2.5}, True)
+    assert rvm.run(p, {"z": 2.5}, reverse=0).outputs == want     # not a bool: as before
+
+    v = {"z": 1.0}
+    hv = [rvm.hvp(p, "out", ["z"], v, {"z": 2.5}, native=True)]
+    hv += [rvm.hvp(p, "out", ["z"], v, {"z": 2.5}) for _ in range(3)]
+    assert oneshot.entry(p).hvp_call is not None
+    for got in (rvm.hvp(p, "out", ["z"], v, {"z": 2.5}),
+                rvm.hvp(p, of="out", wrt=["z"], v=v, inputs={"z": 2.5}),
+                rvm.hvp(p, "out", ["z"], inputs={"z": 2.5}, v=v)):
+        assert list(got) == ["z"] and got["z"].tobytes() == hv[0]["z"].tobytes()
+    g = [rvm.grad(p, "out", ["z"], {"z": 2.5}, check_ancillas=False) for _ in range(3)]
+    for got in (rvm.grad(p, of="out", wrt=["z"], inputs={"z": 2.5}, check_ancillas=False),
+                rvm.grad(p, "out", "z", {"z": 2.5}, check_ancillas=False),
+                rvm.grad(p, "out", ["z"], {"z": 2.5})):
+        assert got == g[0]
+    with pytest.raises(TypeError, match="positional"):
+        rvm.grad(p, "out", ["z"], {"z": 2.5}, False)
