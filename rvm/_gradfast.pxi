@@ -70,6 +70,12 @@ cdef class GradFnBase:
     cdef public object fast_grad
     cdef public unsigned long owner           # thread ident; 0 until the first call
     cdef public object flat_call               # a FlatCall, set with `fast` when it applies
+    # hessian_flat over more than one cell runs in C once the lane modes are on the core, or
+    # once they cannot come (`lanes_settled`, set by _flat_tangent_general from
+    # native_tangent.lanes_pending); until then it goes through _flat_tangent_general, whose
+    # native_tangent.prepare counts the calls, builds the full library and installs it (an
+    # hvp_flat or jvp_flat before it installs the scalar modes alone)
+    cdef public bint lanes_settled
 
     def flat(self, x, out=None):
         """(loss, gradient) with the wrt cells' values from the vector x, in the order of
@@ -104,7 +110,9 @@ cdef class GradFnBase:
         if self.fast_grad is not None:
             # `last` of the call before, built while the machine still holds its state
             self.last
-        if self.flat_call is not None:
+        if self.flat_call is not None and (
+                kind != 1 or self.lanes_settled or (<FlatCall>self.flat_call).n <= 1 or
+                (<FlatCall>self.flat_call).core.nat_fwd_vt != NULL):
             if kind == 0:
                 r = (<FlatCall>self.flat_call).hvp(x, v, out)
             elif kind == 1:

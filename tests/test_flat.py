@@ -3,6 +3,7 @@ f.wrt_cells gives the dict call's loss and gradient bit for bit, native or inter
 from __future__ import annotations
 
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -116,3 +117,42 @@ def test_flat_tangent_forms_on_another_thread():
     # J_2''(3) against a finite difference of the gradient
     g = [f.flat([3.0 + s])[1][0] for s in (1e-5, -1e-5)]
     assert want[0, 0] == pytest.approx((g[0] - g[1]) / 2e-5, rel=1e-6)
+
+
+@pytest.mark.parametrize("native", [True, None])
+def test_hvp_flat_builds_the_scalar_modes_and_a_later_hessian_flat_the_lanes(native):
+    """hvp_flat and jvp_flat take one direction: they install the tangent library's scalar
+    modes alone.  A hessian_flat over several cells afterwards still gets the lane modes
+    (built now with native=True, in the background after a few calls with native=None),
+    though its C call could run on the scalar modes: it goes through native_tangent.prepare
+    until they are there.  Every result is the interpreter's bit for bit."""
+    prog = rvm.assemble("programs/umm.rasm")
+    f = rvm.grad_fn(prog, of="loss", wrt="x,theta", native=native)
+    ref = rvm.assemble("programs/umm.rasm")
+    core = f.runner.core
+    rng = np.random.default_rng(11)
+    x, v = rng.standard_normal(10), rng.standard_normal(10)
+    d = {"x": x[:4].copy(), "theta": x[4:].copy()}
+    vd = {"x": v[:4].copy(), "theta": v[4:].copy()}
+    want_hv = rvm.hvp(ref, of="loss", wrt=["x", "theta"], v=vd, inputs=d, native=False)
+    want_h = rvm.hessian(ref, of="loss", wrt=["x", "theta"], inputs=d, native=False)
+    want_t = rvm.jvp(ref, d, vd, native=False)["loss"]
+    for _ in range(40):
+        hv = f.hvp_flat(x, v)[1]
+        assert hv.tobytes() == np.concatenate([want_hv["x"], want_hv["theta"]]).tobytes()
+        assert f.jvp_flat(x, v)[1] == want_t
+        if core.native_tangent:
+            break
+        time.sleep(0.25)                    # (native=None: the scalar build in its thread)
+    assert core.native_tangent and not core.native_tangent_lanes
+    deadline = time.monotonic() + 240
+    while True:
+        h = f.hessian_flat(x)[1]
+        assert h.tobytes() == want_h.tobytes()
+        if core.native_tangent_lanes or time.monotonic() > deadline:
+            break
+        time.sleep(0.25)                    # (native=None: the full build in its thread)
+    assert core.native_tangent_lanes and f.lanes_settled
+    assert f.hessian_flat(x)[1].tobytes() == want_h.tobytes()
+    assert f.hvp_flat(x, v)[1].tobytes() == hv.tobytes()
+

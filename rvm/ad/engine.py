@@ -1045,8 +1045,14 @@ class GradFn(_core.GradFnBase):
         if self._first:
             self(inputs)                    # the first call: the ancilla and path checks
         choice = False if self._native.startswith("off") else self._choice
-        if native_tangent.prepare(self.runner.core, self.program, choice) == "native" and \
-                self.flat_call is not None:
+        # one direction (hvp_flat, jvp_flat, a one-cell Hessian): the scalar modes will do;
+        # a Hessian over more cells takes the lane modes once they are built
+        lanes = kind == 1 and n > 1
+        how = native_tangent.prepare(self.runner.core, self.program, choice, lanes=lanes)
+        if lanes:
+            self.lanes_settled = not native_tangent.lanes_pending(self.runner.core,
+                                                                  self.program, choice)
+        if how == "native" and self.flat_call is not None:
             fc = self.flat_call
             r = fc.hvp(x, v, out) if kind == 0 else fc.hessian(x, out) if kind == 1 else \
                 fc.jvp(x, v)

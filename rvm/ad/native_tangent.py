@@ -60,3 +60,16 @@ def prepare(core: Any, program: Any, native: bool | None, lanes: bool = True) ->
             return "interpreted: the entry frame does not fit the machine's frame region"
         return "native"
     return st.why or "not compiled"
+
+
+def lanes_pending(core: Any, program: Any, native: bool | None) -> bool:
+    """The lane modes are not on `core` but may still come (`native` allows them, and the
+    full library is neither built nor refused): a call that wants them goes through
+    `prepare`, which counts it, starts the build and installs the library once it is there,
+    rather than run on the scalar modes alone for good."""
+    if core.native_tangent_lanes:
+        return False
+    if native is False or (native is None and os.environ.get("RVM_NATIVE") == "0"):
+        return False
+    full = _builds.state(program)
+    return full.native is None and full.why is None
