@@ -212,3 +212,66 @@ def test_jacobian_rows_without_native_code_and_errors():
         f.jacobian_flat(x, ["a", "c"], np.empty((4, 2)))
     with pytest.raises(NotDifferentiable, match="is an array"):
         f.jacobian_flat(x, ["t"])
+
+
+# ---- many wrt cells: the gradient gathered by runs of consecutive addresses -----------------
+
+WIDE = """
+input  x: float[40]
+global t: float[40]
+input  s: float = 0.5
+input  y: float[30]
+output a: float
+output c: float
+func main() {
+    for i in 0..len(x) {
+        t[i] += x[i] * s
+        a += t[i] * t[i]
+    }
+    for i in 0..len(y) {
+        c += y[i] * s
+        a += sin(y[i])
+    }
+    c += sqrt(s)
+}
+"""
+
+
+def test_many_wrt_cells_in_several_runs_are_gathered_bit_for_bit():
+    """71 wrt cells in two runs of addresses (x, then s and y past t): the flat gradient
+    (Core._gradient) and the Jacobian's rows (Core.gradient_rows) copy them by runs; each is
+    the interpreter's bit for bit, and a non-finite derivative (sqrt at 0) still hands the
+    call back to the general path, which reports it as the interpreted call does."""
+    prog = rvm.assemble(WIDE)
+    wrt = ["x", "s", "y"]
+    f = rvm.grad_fn(prog, of="a", wrt=wrt, native=True)
+    ref = {o: rvm.grad_fn(prog, of=o, wrt=wrt, native=False) for o in ("a", "c")}
+    assert len(f.wrt_cells) == 71
+    rng = np.random.default_rng(3)
+    for k in range(4):
+        x = rng.uniform(-2.0, 2.0, 71)
+        x[40] = rng.uniform(0.5, 1.5)           # s > 0
+        loss, g = f.flat(x)
+        want = ref["a"].flat(x)
+        assert bits(g) == bits(want[1]) and loss == want[0], k
+        vals, J = f.jacobian_flat(x, ("c", "a"))
+        for j, o in enumerate(("c", "a")):
+            lo, go = ref[o].flat(x)
+            assert bits(J[j]) == bits(go) and vals[j] == lo, (k, o)
+        # d c / d s = sum(y) + 1 / (2 sqrt(s)); d a / d x_i = 2 s^2 x_i
+        assert J[0, 40] == pytest.approx(x[41:].sum() + 0.5 / np.sqrt(x[40]), rel=1e-12)
+        assert J[1, :40] == pytest.approx(2 * x[40] ** 2 * x[:40], rel=1e-12)
+    assert f.runner.core.native_bails == 0
+    x[40] = 0.0                                  # d sqrt(s) / d s at 0: not finite
+    g0 = f.jacobian_flat(x, ("a",))[1][0]       # (row a has no sqrt: finite)
+    assert bits(g0) == bits(ref["a"].flat(x)[1])
+    with pytest.raises(rvm.ad.engine.NonFiniteDerivative) as want_e:
+        ref["c"].flat(x)
+    fc = rvm.grad_fn(prog, of="c", wrt=wrt, native=True)
+    fc.flat(x + 1.0)
+    with pytest.raises(rvm.ad.engine.NonFiniteDerivative) as got_e:
+        fc.flat(x)
+    assert str(got_e.value) == str(want_e.value)
+    with pytest.raises(rvm.ad.engine.NonFiniteDerivative) as got_rows:
+        f.jacobian_flat(x, ("a", "c"))
+    assert str(got_rows.value) == str(want_e.value)
