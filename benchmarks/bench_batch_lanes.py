@@ -2,18 +2,21 @@
 gradients of programs/petersen.rasm at B random points on one thread, by Core.grad_rows' lane
 path (LaneRows: no Python per row, no batch encoding), CPU time of the calling thread.
 
-    python benchmarks/bench_batch_lanes.py [--rows 10000] [--repeat 7] [old.c ...]
+    python benchmarks/bench_batch_lanes.py [--rows 10000] [--repeat 7] [--threads] [old.c ...]
 
 Each old.c is a lane library's C (as rvm/native/lanes.py generates it, saved from an older
 checkout) timed beside this checkout's, alternately, so that the machine's load falls on both
 alike; every library's gradients are checked bit for bit against the first's.  Prints the
 best and median times and the ratios to the C loop of benchmarks/peers (t6_grad_points, one
-thread).  On a shared machine say so: the ratios are the figures to compare.
+thread).  With --threads, also the public f.batch with threads=1 and threads=2, alternately
+(wall time: T6's second-core speed-up; it needs the second core free, so say the load).  On a
+shared machine say so: the ratios are the figures to compare.
 """
 from __future__ import annotations
 
 import argparse
 import ctypes
+import os
 import sys
 import time
 from pathlib import Path
@@ -46,6 +49,8 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=10_000)
     ap.add_argument("--repeat", type=int, default=7)
+    ap.add_argument("--threads", action="store_true",
+                    help="also time f.batch on 1 and 2 threads (the second core's speed-up)")
     ap.add_argument("old", nargs="*", type=Path, help="lane C sources to compare")
     a = ap.parse_args(argv)
     prog = rvm.assemble(ROOT.parent / "programs" / "petersen.rasm")
@@ -93,6 +98,21 @@ def main(argv: list[str] | None = None) -> None:
         ts.sort()
         print(f"{name:>16}: best {ts[0] * 1e3:7.2f} ms  median {ts[len(ts) // 2] * 1e3:7.2f} ms"
               f"  best / C {ts[0] / c_best:5.2f}x")
+    if a.threads:
+        f.compile_batch()
+        wall: dict[int, list[float]] = {1: [], 2: []}
+        for _ in range(a.repeat):
+            for k in wall:
+                t0 = time.perf_counter()
+                f.batch({"x": X}, threads=k)
+                wall[k].append(time.perf_counter() - t0)
+        for k, ts in wall.items():
+            ts.sort()
+            print(f"f.batch threads={k}: best {ts[0] * 1e3:7.2f} ms  "
+                  f"median {ts[len(ts) // 2] * 1e3:7.2f} ms")
+        print(f"second core: best {min(wall[1]) / min(wall[2]):.2f}x, "
+              f"median {sorted(wall[1])[a.repeat // 2] / sorted(wall[2])[a.repeat // 2]:.2f}x "
+              f"(os.getloadavg: {' '.join(f'{v:.2f}' for v in os.getloadavg())})")
 
 
 if __name__ == "__main__":
