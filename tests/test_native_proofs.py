@@ -118,3 +118,102 @@ def test_the_quotient_runs_the_form_without_the_zero_check():
     src = native.generate(rvm.assemble(QUOTIENT))
     assert "rvm_lop_adddiv_f(" in src and "rvm_op_adddiv_f(" not in src
     assert "rvm_lop_addsum_f(" in src and "rvm_op_addmul_f(" in src
+
+
+# * An index whose interval (rvm/native/intervals.py) lies in its array needs no bounds check,
+#   two indexes of one array that are never equal no alias check: where the bound is one
+#   too loose the check stays, and the index that leaves the array is still the
+#   interpreter's BoundsError at its row.
+def loop(bound: int, with_j: bool = True) -> str:
+    js = """
+    a[j] += a[i] * x
+    z += a[j]
+    a[j] -= a[i] * x""" if with_j else ""
+    return f"""
+inout n: int = 4
+inout k: int
+inout x: float = 0.5
+inout z: float
+func main() {{
+    var a: float[8]
+    var i: int
+    var j: int
+    assert n >= 1
+    assert n <= {bound}
+    j += k
+top:   join back if i != 0
+    a[i] += x * x
+    z += a[i] * x
+    a[i] -= x * x{js}
+    inc i
+    inc j
+back:  jmp top if i < n
+    i -= n
+    j -= n
+    j -= k
+}}
+"""
+
+
+def bounds_checks(src: str) -> int:
+    return native.generate(rvm.assemble(src)).count(">= (u64)n")
+
+
+def test_an_index_proved_in_range_has_no_check_and_one_that_is_not_keeps_it():
+    # i in [0, 7] with n <= 8: a[i] proved (forward run, sweep and backward run); j = i + k
+    # with k unknown: its rows keep theirs, and a[j] with a[i] keeps the alias check
+    tight, loose = bounds_checks(loop(8)), bounds_checks(loop(9))
+    assert tight > 0 and loose > tight
+    src = native.generate(rvm.assemble(loop(8)))
+    assert "if (M[0] < ((i64)0x1ULL) || M[0] > ((i64)0x8ULL))" in src      # main's sweep
+    ins = [{"k": 1}, {}, {"n": 8}, {"n": 9}, {"k": 4, "n": 4}, {"k": 5, "n": 4}, {"k": -1},
+           {"n": 0}]
+    obs, f = same(loop(8), "z", ["x"], ins)
+    assert [o[1] if o[0] == "error" else "ok" for o in obs] == \
+        ["ok", "AliasError", "AliasError", "AssertionTrap", "ok", "BoundsError", "BoundsError",
+         "AssertionTrap"], obs
+    assert "addmul.f a[j], a[i], x" in obs[1][2]
+    assert all("addmul.f a[j], a[i], x" in obs[q][2] and "index" in obs[q][2] for q in (5, 6))
+    # z = n x^3 (a[i] is zero again when a[j] reads it): dz/dx = 3 n x^2 at n = 4
+    assert obs[0][0] == {"x": bits(3 * 4 * 0.25)} and obs[0][1] == bits(0.5)
+    assert f.runner.core.native_bails == 6
+    ran = runs_same(loop(8), ins)
+    assert [r[1] for r in ran] == [0, 1, 1, 1, 0, 1, 1, 1]
+
+
+def test_one_too_many_is_still_the_bounds_error_at_its_row():
+    assert bounds_checks(loop(8, False)) == 0 and bounds_checks(loop(9, False)) > 0
+    ins = [{"k": 1}, {"k": 1, "n": 8}, {"k": 1, "n": 9}]
+    obs, f = same(loop(9), "z", ["x"], ins)
+    assert [o[1] if o[0] == "error" else "ok" for o in obs] == \
+        ["ok", "BoundsError", "BoundsError"], obs
+    # n = 8, k = 1: a[j] leaves the array at j = 8; n = 9 the same, first
+    assert all("addmul.f a[j], a[i], x" in obs[q][2] for q in (1, 2))
+    obs, f = same(loop(9, False), "z", ["x"], [{}, {"n": 9}, {"n": 8}])
+    assert obs[1][0] == "error" and obs[1][1] == "BoundsError", obs
+    assert "addmul.f a[i], x, x" in obs[1][2] and "i = 8" in obs[1][2]
+    assert obs[2][0] == {"x": bits(3 * 8 * 0.25)}
+    assert f.runner.core.native_bails == 1
+
+
+def test_a_backward_run_outside_the_forward_runs_ranges_gives_up_to_the_interpreter():
+    """main's backward rows start from what its forward rows know of the globals at the end
+    (nterms in [1, 64]): an end state outside that is checked at entry, and the
+    interpreter's run reports its trap."""
+    prog = rvm.assemble("programs/besselj_rec.rasm")
+    nat, ref = rvm.Machine(prog, native=True), rvm.Machine(prog, native=False)
+    got = []
+    for m in (nat, ref):
+        m.reset({"nterms": 18})
+        m.run()
+        end = m.outputs()
+        m.run(-1)
+        got.append(m.read("z"))
+        m.reset_end(dict(end, nterms=70))
+        try:
+            m.run(-1)
+            got.append(None)
+        except rvm.Trap as e:
+            got.append((type(e).__name__, str(e)))
+    assert got[:2] == got[2:] and got[0] == 3.0 and got[1][0] == "BoundsError", got
+    assert nat.core.native_runs == 2 and nat.core.native_run_bails == 1

@@ -54,6 +54,7 @@ from isa.table import INVERSE, OPS
 from isa.types import FLOAT, INT, LNS
 
 from .activity import Activity
+from .intervals import Intervals
 
 # the return codes of the generated functions and the state they run on are rvm/_abi.h's,
 # generated from isa/cgen.py; ABI, the hash of that header, is the library's rvm_native_abi()
@@ -142,6 +143,8 @@ static char* rvm_stack_low(void) { return (char*)__builtin_frame_address(0) - 26
 # the library's ABI number: in one translation unit of a library
 ABI_FN = "int rvm_native_abi(void) { return %d; }\n" % ABI
 
+# the checks the intervals prove are left out (rvm/native/intervals.py); False keeps them all
+PROVE = True
 # deeper native calls give up (the C stack is not the machine's control stack)
 MAX_NATIVE_DEPTH = 2000
 
@@ -206,6 +209,7 @@ class Ref:
         # an indexed cell of the scalar layout: (its array's base address, its index local):
         # two cells of one array are one cell when their indexes are equal
         self.at: tuple[str, str] | None = None
+        self.iw: int | None = None              # (the scalar layout) its index's word
 
     def fv(self) -> str:
         """The value of a float cell as a double."""
@@ -344,6 +348,10 @@ class _Fn:
     # which operands can carry a derivative of a wrt cell (rvm/native/activity.py), set by
     # functions(); None: all of them (every adjoint rule in full)
     activity: Activity | None = None
+    # the int cells' intervals over this variant's rows (rvm/native/intervals.py), set by
+    # functions() for the scalar layout: an index they prove in range gets no bounds check,
+    # two they prove different no alias check; None: every check stays
+    iv: Intervals | None = None
 
     def __init__(self, program, fi: int, code, e: int, rules, name: str, names: dict,
                  reach: list[list[tuple[int, int]]] | None = None):
@@ -365,6 +373,7 @@ class _Fn:
         self.consts = {c.addr + k: w for c in program.consts for k, w in enumerate(c.values)}
         self.lines: list[str] = []
         self.nx = 0
+        self.proved = 0                 # checks left out on the intervals' word
 
     # -- operands --------------------------------------------------------------------------
     def dual_locals(self, loc: str) -> dict[str, str]:
@@ -426,11 +435,17 @@ class _Fn:
         else:
             idx = self.direct(x.index)
             ival = self.index_value(idx, pc, pre)
-        pre.append(f"i64 {v} = {ival}; i64 {ln} = {length}; "
-                   f"if ((u64){v} >= (u64){ln}) BAIL({pc});")
+        if bm != MODE_P and (x.index & 7) != MODE_N and self.iv is not None and \
+                self.iv.index_in(pc, x.index, x.length):
+            pre.append(f"i64 {v} = {ival};")           # in range wherever the row runs
+            self.proved += 1
+        else:
+            pre.append(f"i64 {v} = {ival}; i64 {ln} = {length}; "
+                       f"if ((u64){v} >= (u64){ln}) BAIL({pc});")
         ref = self.indexed(f"{base} + {v}", lo, hi)
         if type(ref) is Ref:                           # the scalar layout: M + base + index
             ref.at = (base, v)                         # (lanes.py's LRef keeps its compare)
+            ref.iw = x.index
         return ref, idx
 
     # (the three pieces of cell() a mode with another memory layout replaces: lanes.py)
@@ -635,6 +650,12 @@ class _Fn:
             cell = dict(zip([n for n, k in zip(names, kinds) if k in ("y", "a")], P))
             for p, q in distinct_pairs(op):          # the dispatch loop's alias trap
                 same = cell[p].same(cell[q])
+                a, b = cell[p], cell[q]
+                if same is not None and a.at and b.at and a.at[0] == b.at[0] and \
+                        a.iw is not None and b.iw is not None and self.iv is not None and \
+                        self.iv.differ(pc, a.iw, b.iw):
+                    self.proved += 1                 # indexes never equal there
+                    continue
                 if same is not None:
                     out.append(f"if ({same}) BAIL({pc});")
             decl, args, store = [], [], []
@@ -848,6 +869,20 @@ class _Fn:
                            f"{arr}[{self._addr(k)}];")
         return out
 
+    def guards(self, pc: int) -> list[str]:
+        """What the intervals of the checks left out start from (intervals.py): the frame's
+        int cells zero (they are, between runs) and the globals in the ranges the entry
+        facts give; a state that is not gives up (the interpreter runs it)."""
+        if self.iv is None or not self.proved:
+            return []
+        out = []
+        zero = [f"M[fp + {k[1]}]" for k in self.iv.zero_cells()]
+        if zero:
+            out.append(f"if ({' | '.join(zero)}) BAIL({pc});")
+        for (_, a), (lo, hi) in sorted(self.iv.entry_facts.items()):
+            out.append(f"if (M[{a}] < {lit(lo)} || M[{a}] > {lit(hi)}) BAIL({pc});")
+        return out
+
     def signature(self) -> str:
         return (f"static i64 {self.name}(rvm_ns* st, const i64 fp, const i64* pa, const i64* pl, "
                 "const i64 depth, const i64 ptop, i64* np)")
@@ -868,7 +903,7 @@ class _Fn:
                 "(void)ptop; (void)n_mem; (void)max_depth; (void)pt_cap; "
                 "i64 bud = st->budget; (void)bud; double dz = 0.0; (void)dz;",
                 f"if ((char*)__builtin_frame_address(0) < st->stack_low) BAIL({first_pc});",
-                *self.locals(), f"goto L{first};"]
+                *self.guards(first_pc), *self.locals(), f"goto L{first};"]
         return "\n".join(head + self.lines + [f"bail_out: return {NATIVE_BAIL};", "}"]) + "\n"
 
 
@@ -887,12 +922,24 @@ def functions(program, names: dict, cls: type = None, activity: Activity | None 
     calls: dict[tuple, set] = {}
     size: dict[tuple, int] = {}
     reach = param_reach(program)
+    ivs: dict[tuple[int, int], Intervals] = {}
+
+    def intervals(fi: int, e: int) -> Intervals:
+        """fi's intervals in direction e; main's backward rows start from what its forward
+        rows know of the globals at their end (checked at entry: _Fn.guards)."""
+        if (fi, e) not in ivs:
+            facts = intervals(fi, 1).exit_facts() if e < 0 and fi == program.main else None
+            ivs[(fi, e)] = Intervals(program, fi, program.code if e > 0 else inv, e, facts)
+        return ivs[(fi, e)]
+
     while todo:
         key = todo.pop()
         fi, e, rules = key
         fn = cls(program, fi, program.code if e > 0 else inv, e, rules, names[key], names, reach)
         if activity is not None:
             fn.activity = activity
+        if PROVE and fn.scalar_layout():
+            fn.iv = intervals(fi, e)
         for row in program.code[fn.begin:fn.end + 1]:
             fam = fn.ops[int(row[0])].family
             if fam == "trace":
