@@ -330,7 +330,7 @@ class Intervals:
         """s where the condition of row c (cc, a, b) is `truth` (None: never)."""
         cc = int(c[1])
         cmp, ty = cc & 7, (cc >> 4) & 3
-        if cmp == 0 or (cc & 15) == 0:
+        if (cc & 15) == 0:                      # no condition: always holds
             return s if truth else None
         if not (1 <= cmp <= 6) or (cc & 8) or ty != int(INT):
             return s
