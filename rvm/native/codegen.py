@@ -443,9 +443,8 @@ class _Fn:
             pre.append(f"i64 {v} = {ival}; i64 {ln} = {length}; "
                        f"if ((u64){v} >= (u64){ln}) BAIL({pc});")
         ref = self.indexed(f"{base} + {v}", lo, hi)
-        if type(ref) is Ref:                           # the scalar layout: M + base + index
-            ref.at = (base, v)                         # (lanes.py's LRef keeps its compare)
-            ref.iw = x.index
+        ref.at = (base, v)                             # base + index, in any layout
+        ref.iw = x.index
         return ref, idx
 
     # (the three pieces of cell() a mode with another memory layout replaces: lanes.py)
@@ -606,10 +605,7 @@ class _Fn:
         out.append(self.write_back())
         spans = self.clears(fi)
         for arr in self.duals:                         # ad_frame
-            if spans[arr] == [(0, g.frame_size)]:
-                out.append(f"memset({arr} + {nfp}, 0, {g.frame_size} * sizeof(double));")
-            else:
-                out.append(clear(arr, f"({nfp})", spans[arr]))
+            out.append(self.frame_clear(arr, nfp, g.frame_size, spans[arr]))
         out.append(f"if ({nfp} + {g.frame_size} > st->peak_ftop) st->peak_ftop = "
                    f"{nfp} + {g.frame_size};")
         out.append("if (depth + 1 > st->peak_depth) st->peak_depth = depth + 1;")
@@ -628,14 +624,26 @@ class _Fn:
         indexed(): lanes.py)."""
         return type(self).indexed is _Fn.indexed
 
+    def analysed(self) -> bool:
+        """Does this variant leave out the checks the intervals prove and clear only the frame
+        adjoints the sweep reads?  The scalar layout does; another layout does when it writes
+        its own entry checks (guards) and clears (frame_clear) and says so (lanes.py)."""
+        return self.scalar_layout()
+
+    def frame_clear(self, arr: str, nfp: str, fs: int, spans: list[tuple[int, int]]) -> str:
+        """C that zeroes dual array arr's cells `spans` of the frame of fs cells at nfp."""
+        if spans == [(0, fs)]:
+            return f"memset({arr} + {nfp}, 0, {fs} * sizeof(double));"
+        return clear(arr, f"({nfp})", spans)
+
     def clears(self, fi: int) -> dict[str, list[tuple[int, int]]]:
         """Per dual array of this mode: the spans of function fi's frame cells to zero as it
         is entered (ad_frame).  The sweep reads and writes the adjoints of the frame cells
         varied anywhere (activity.frame_cells: the others' rules write the sink), so only
-        theirs need be zero; without an analysis, or in another layout, the whole frame."""
+        theirs need be zero; without an analysis, or in a layout not analysed(), the whole frame."""
         fs = self.p.functions[fi].frame_size
         out = {arr: [(0, fs)] for arr in self.duals}
-        if self.activity is not None and self.scalar_layout() and "A" in out:
+        if self.activity is not None and self.analysed() and "A" in out:
             out["A"] = runs(self.activity.frame_cells(fi))
         return out
 
@@ -938,7 +946,7 @@ def functions(program, names: dict, cls: type = None, activity: Activity | None 
         fn = cls(program, fi, program.code if e > 0 else inv, e, rules, names[key], names, reach)
         if activity is not None:
             fn.activity = activity
-        if PROVE and fn.scalar_layout():
+        if PROVE and fn.analysed():
             fn.iv = intervals(fi, e)
         for row in program.code[fn.begin:fn.end + 1]:
             fam = fn.ops[int(row[0])].family

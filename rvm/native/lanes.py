@@ -54,6 +54,7 @@ from .codegen import (
     _Fn,
     functions,
     lit,
+    runs,
 )
 from .tangent import LANE_OPTIONS
 
@@ -170,6 +171,7 @@ class SRef(Ref):
     def __init__(self, r: Ref):
         super().__init__(r.ptr, r.lane0() if isinstance(r, LRef) else r.val, {}, r.lo, r.hi)
         self.base = r.base if isinstance(r, LRef) else None
+        self.at, self.iw = r.at, r.iw
 
     def set(self, word: str) -> str:
         if self.base is None:               # a cell kept as one scalar
@@ -497,6 +499,12 @@ class _BatchFn(_Fn):
             if (c[1] & 15) == 0:
                 self.emit(f"L{pc}: {{ n++; }}")
                 return
+            if (c[1] >> 4) & 3 == int(INT) and (self.tracked(c[2]) or self.tracked(c[3])):
+                # the intervals narrow on it, and a check they drop may rest on that: the
+                # group gives up at once where a lane fails (cond: the lanes' one truth)
+                cond = self.cond(c, pc, pre)
+                self.emit(f"L{pc}: {{ n++; {' '.join(pre)} if (!({cond})) BAIL({pc}); }}")
+                return
             a, _ = self.cell(int(c[2]), pc, pre)
             b, _ = self.cell(int(c[3]), pc, pre)
             a, b = self.bind([a, b], pre)
@@ -538,6 +546,9 @@ class _BatchFn(_Fn):
             lane += self.rule(op, c, P, pc)
         body.append(self.lanes(lane))
         body += post
+        if fam in ("alloc", "free", "pop") and self.tracked(c[1]):
+            # the intervals take the cell as 0 after its check: a failed lane gives up here
+            body.append(f"if (rvm_failed(bad_)) BAIL({pc});")
         self.written(op, ptr, slots)
         self.emit(f"L{pc}: {{ n++; " + " ".join(body) + " }")
 
@@ -554,7 +565,13 @@ class _BatchFn(_Fn):
                     enumerate(n for n, k in zip(names, kinds) if k in ("y", "a"))}
             scalar = []
             for p, q in distinct_pairs(op):          # the dispatch loop's alias trap
-                same = cell[p].same(cell[q])
+                a, b = cell[p], cell[q]
+                same = a.same(b)
+                if same is not None and a.at and b.at and a.at[0] == b.at[0] and \
+                        a.iw is not None and b.iw is not None and self.iv is not None and \
+                        self.iv.differ(pc, a.iw, b.iw):
+                    self.proved += 1                 # indexes never equal there (codegen's)
+                    continue
                 if same is not None:
                     scalar.append(f"if ({same}) BAIL({pc});")
             decl, args, store = [], [], []
@@ -626,13 +643,37 @@ class _BatchFn(_Fn):
                 f"if (np > 0) rvm_ad_sub_nz({s}.0, dd[0].v, yb, &{D[1]}); "
                 f"if (np > 1) rvm_ad_sub_nz({s}.0, dd[1].v, yb, &{D[ib]}); }}"]
 
-    def call(self, c, forward: bool, pc: int) -> list[str]:
-        out = super().call(c, forward, pc)
-        g = self.p.functions[self.p.callsites[c[1]].func]
-        nfp = f"fp + {self.fs}"
-        scalar = f"memset(A + {nfp}, 0, {g.frame_size} * sizeof(double));"
-        lanes = f"memset(AV + ({nfp}) * W, 0, {g.frame_size} * W * sizeof(double));"
-        return [lanes if s == scalar else s for s in out]
+    # -- the intervals' proofs and the narrowed clears, in the lane layout ------------------
+    def analysed(self) -> bool:
+        """The lanes take codegen's interval proofs (guards: the entry checks over every lane)
+        and its narrowed frame clears (frame_clear: every lane of each span)."""
+        return True
+
+    def frame_clear(self, arr: str, nfp: str, fs: int, spans: list[tuple[int, int]]) -> str:
+        assert arr == "A"
+        return " ".join(f"memset(AV + ({nfp} + {lo}) * W, 0, {hi - lo} * W * sizeof(double));"
+                        for lo, hi in spans)
+
+    def guards(self, pc: int) -> list[str]:
+        """codegen's entry checks of what the intervals start from, in every lane (a lane that
+        breaks one hands the group back to the scalar path, which checks its own row): the
+        frame's int cells zero and the globals in the entry facts' ranges.  (Before locals():
+        on M, the lanes' memory, cell c's lane j at c * W + j.)"""
+        if self.iv is None or not self.proved:
+            return []
+        out = []
+        for k in self.iv.zero_cells():
+            out.append(f"if (rvm_any(M + (fp + {k[1]}) * W, W)) BAIL({pc});")
+        for (_, a), (lo, hi) in sorted(self.iv.entry_facts.items()):
+            out.append(f"{{ i64 b_ = 0; for (i64 {J} = 0; {J} < W; {J}++) "
+                       f"b_ |= (M[{a} * W + {J}] < {lit(lo)}) | (M[{a} * W + {J}] > {lit(hi)}); "
+                       f"if (b_) BAIL({pc}); }}")
+        return out
+
+    def tracked(self, w: int) -> bool:
+        """Is operand word w a cell the intervals follow (a fact about it may rest on a check
+        of this row)?"""
+        return self.iv is not None and isinstance(self.iv.operand(w), tuple)
 
     def locals(self) -> list[str]:
         out = ["i64* const MV = st->mem; double* const AV = st->adj; "
@@ -679,17 +720,20 @@ class _BatchFn(_Fn):
         return " ".join(out)
 
 
-def entries(program, variants: list[tuple[str, str, bool, str]]) -> str:
-    """codegen.entries over the lanes: each entry clears main's frame adjoints (all W lanes)
-    when asked, enters main and adds the steps."""
-    fp, fs = program.n_static, program.functions[program.main].frame_size
+def entries(program, variants: list[tuple[str, str, bool, str]],
+            spans: list[tuple[int, int]]) -> str:
+    """codegen.entries over the lanes: each entry clears main's frame adjoints `spans` (all
+    W lanes: the cells the sweep reads, activity.frame_cells) when asked, enters main and
+    adds the steps."""
+    fp = program.n_static
     out = ["static const i64 rvm_no_params[1] = {0};"]
     for name, fn, clear, what in variants:
         out.append(f"i64 {name}(rvm_ns* st) {{   /* {what} */\n"
                    "    i64 n = st->steps + 1, rc;\n"
                    "    st->stack_low = rvm_stack_low();\n" +
-                   (f"    memset(st->adj + {fp} * W, 0, {fs} * W * sizeof(double));\n"
-                    if clear else "") +
+                   "".join(f"    memset(st->adj + ({fp} + {lo}) * W, 0, "
+                           f"{hi - lo} * W * sizeof(double));\n" for lo, hi in spans
+                           if clear) +
                    f"    rc = {fn}(st, {fp}, rvm_no_params, rvm_no_params, 1, 0, &n);\n"
                    "    st->steps = n; return rc;\n}")
     return "\n" + "\n".join(out) + "\n"
@@ -712,4 +756,5 @@ def generate(program) -> str:
     return TARGET + LANE_OPTIONS + PRELUDE + HEAD + ABI_FN + "\n".join(protos) + "\n" + \
         "".join(bodies) + entries(program, [
             ("rvm_native_forward_w", "main_fw", False, "run main, W rows"),
-            ("rvm_native_backward_wa", "main_bwa", True, "from main's end with the rules on")])
+            ("rvm_native_backward_wa", "main_bwa", True, "from main's end with the rules on")],
+            runs(act.frame_cells(main)))
