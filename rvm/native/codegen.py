@@ -349,8 +349,9 @@ class _Fn:
     # functions(); None: all of them (every adjoint rule in full)
     activity: Activity | None = None
     # the int cells' intervals over this variant's rows (rvm/native/intervals.py), set by
-    # functions() for the scalar layout: an index they prove in range gets no bounds check,
-    # two they prove different no alias check; None: every check stays
+    # functions() where analysed() (the scalar layout, the lanes): an index they prove in
+    # range gets no bounds check, two they prove different no alias check; None: every
+    # check stays
     iv: Intervals | None = None
 
     def __init__(self, program, fi: int, code, e: int, rules, name: str, names: dict,

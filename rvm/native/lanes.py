@@ -15,12 +15,16 @@ call, bit for bit.
 Control flow and addresses are shared by the W rows (one program counter, one frame pointer,
 one value-stack pointer): a condition is evaluated on every lane and the group gives up
 (BAIL) when the lanes disagree; an index gives up unless its cell's W values are one value;
-the checks on addresses (bounds, alias, call arguments) are made once.  A check on a lane's
-data (an arithmetic trap, a cell that must be zero, an assertion) sets the lane's bad_
-word, which the function reads at every taken jump and at its return, and gives up there
-(until then the lane computes on: every address is still checked and a loop still ends).
-The caller then runs each row of the group through the scalar native code (rvm/_batch.pxi:
-grad_group, grad_row), which reports a row's trap as today.
+the checks on addresses (bounds, alias, call arguments) are made once, and those codegen's
+interval analysis proves (rvm/native/intervals.py) are left out, as in the scalar code: each
+function checks what the analysis starts from at entry in every lane (guards), and a check
+the analysis narrows on (an int assert, a zero check of a cell it follows) gives up at once
+where a lane fails it.  A check on a lane's data (an arithmetic trap, a cell that must be
+zero, an assertion) sets the lane's bad_ word, which the function reads at every taken
+jump and at its return, and gives up there (until then the lane computes on: every address
+is still checked and a loop still ends).  The caller then runs each row of the group through
+the scalar native code (rvm/_batch.pxi: grad_group, grad_row), which reports a row's trap as
+today.
 
 Cells in registers: the cells codegen would keep in C locals (named directly, out of reach
 of every index and parameter) are C locals here too.  An int cell that holds one value in
