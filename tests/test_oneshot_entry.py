@@ -118,3 +118,24 @@ def test_run_and_hvp_and_grad_take_their_arguments_in_every_form():
         assert got == g[0]
     with pytest.raises(TypeError, match="positional"):
         rvm.grad(p, "out", ["z"], {"z": 2.5}, False)
+
+
+def test_inputs_in_a_mapping_that_is_not_a_dict():
+    """An OrderedDict, a defaultdict or a read-only mapping of the inputs gives what the same
+    dict gives, first call and repeated (the core's fast pass takes an exact dict; anything
+    else goes through the general path, which reads any Mapping), not the core's
+    `TypeError: Argument 'inputs' has incorrect type`."""
+    import collections
+    import types
+    p = rvm.assemble(T2)
+    want = {"h": rvm.hessian(rvm.assemble(T2), "out", ["z"], {"z": 2.5}).tobytes(),
+            "v": rvm.hvp(rvm.assemble(T2), "out", ["z"], {"z": 1.0}, {"z": 2.5})["z"].tobytes(),
+            "d": rvm.derivatives(rvm.assemble(T2), "out", ["z"], inputs={"z": 2.5},
+                                 hessian=True).hessian.tobytes()}
+    for make in (collections.OrderedDict, lambda **kw: collections.defaultdict(float, kw),
+                 lambda **kw: types.MappingProxyType(kw)):
+        for _ in range(4):
+            assert rvm.hessian(p, "out", ["z"], make(z=2.5)).tobytes() == want["h"]
+            assert rvm.hvp(p, "out", ["z"], {"z": 1.0}, make(z=2.5))["z"].tobytes() == want["v"]
+            assert rvm.derivatives(p, "out", ["z"], inputs=make(z=2.5),
+                                   hessian=True).hessian.tobytes() == want["d"]

@@ -232,6 +232,8 @@ class _Runner:
         self.words the globals' words at the start, the end and back at the start.  False
         when the general path must run (inputs the core does not store, a trap, a trace, a
         non-finite derivative); the general path reports it."""
+        if inputs is not None and type(inputs) is not dict:
+            return False            # (a dict subclass or other Mapping: the general path reads it)
         cells, def_addrs, def_words, wrt_addrs = self._fast_args()
         if tangent is not None and tangent.shape != self.h.shape:
             self.h = np.zeros(tangent.shape)        # (columns, n): one pass per row
