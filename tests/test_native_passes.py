@@ -239,3 +239,73 @@ def test_a_list_of_floats_for_a_float_array_is_stored_in_c():
         assert got["res"] == want["res"] and got["x"].tobytes() == want["x"].tobytes()
     assert call({"x": [3, -4.0, 12.0]}) is None              # an int in it: the general way
     assert call({"x": [3.0, -4.0]}) is None                  # the wrong length too
+
+
+# The gradient's sweep clears only main's and each callee's frame adjoints that it reads (the
+# cells varied anywhere, activity.frame_cells): sq is called on a constant and on a wrt cell,
+# rec recursively, and main's locals and rec's u share frame cells across activations.
+# Every frame adjoint is filled with junk between two calls; each call must still be the
+# interpreter's gradient bit for bit, from the native sweep (a NaN junk read by a rule would
+# send the call to the general path, a large one cancel a small gradient to 0.0).  Fails with
+# a callee's clear one cell short or without the clears.
+FRAMES = """\
+input x: float = 1.5
+input y: float = 0.5
+input c: float = 2.0
+input depth: int = 3
+output loss: float
+
+func sq(out: float, a: float) {
+    local t: float
+    var s: float
+    t += a * a
+    s += t * a
+    out += s
+    s -= t * a
+    t -= a * a
+}
+
+func rec(out: float, a: float, n: int) {
+    if n > 0 {
+        local u: float
+        u += a * 0.5
+        dec n
+        call rec(out, u, n)
+        inc n
+        u -= a * 0.5
+    } else {
+        out += a * a
+    } fi n > 0
+}
+
+func main() {
+    local k: float
+    local m: float
+    call sq(k, c)
+    call sq(m, x)
+    loss += k * m
+    loss += m * y
+    call rec(loss, y, depth)
+    call rec(loss, x, depth)
+    uncall sq(m, x)
+    uncall sq(k, c)
+}
+"""
+
+
+@pytest.mark.parametrize("wrt", [["x"], ["y"], ["x", "y", "c"]])
+def test_the_gradient_sweep_clears_every_frame_adjoint_it_reads(wrt):
+    prog = rvm.assemble(FRAMES)
+    ref = rvm.grad_fn(prog, of="loss", wrt=wrt, native=False)
+    f = rvm.grad_fn(prog, of="loss", wrt=wrt, native=True)
+    core = f.runner.core
+    for inp in ({"x": 1.5, "y": 0.5}, {"x": -2.0, "y": 3.0, "c": 0.25},
+                {"x": 0.1, "y": 0.2, "depth": 5}):
+        want = {k: np.float64(v).tobytes() for k, v in ref(dict(inp)).items()}
+        assert {k: np.float64(v).tobytes() for k, v in f(dict(inp)).items()} == want
+        for junk in (float("nan"), 12345.0, -1e300):
+            core.adjoint[prog.n_static:] = junk
+            bails = core.native_bails
+            got = f(dict(inp))
+            assert {k: np.float64(v).tobytes() for k, v in got.items()} == want, (inp, junk)
+            assert f.fast_grad is not None and core.native_bails == bails, (inp, junk)
