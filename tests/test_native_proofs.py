@@ -217,3 +217,39 @@ def test_a_backward_run_outside_the_forward_runs_ranges_gives_up_to_the_interpre
             got.append((type(e).__name__, str(e)))
     assert got[:2] == got[2:] and got[0] == 3.0 and got[1][0] == "BoundsError", got
     assert nat.core.native_runs == 2 and nat.core.native_run_bails == 1
+
+
+# w is anything at the start, so its inc may wrap: the analysis follows none of w's writes
+# (intervals.py: `wild`).  cswap writes both of its targets: j takes w's bits where m has
+# ones, and a[j] must keep its check (the analysis once forgot only the first target of a
+# wild cell's row, kept j = 0 and left the check out: a[100] and a[-1] were written).
+CSWAP = """
+inout w: int
+inout m: int
+inout x: float = 0.5
+inout z: float
+func main() {
+    var a: float[2]
+    var j: int
+    inc w
+    cswap w, j, m
+    a[j] += x
+    z += a[j] * x
+    a[j] -= x
+    cswap w, j, m
+    dec w
+}
+"""
+
+
+def test_a_row_that_writes_a_wild_cell_forgets_every_target():
+    assert bounds_checks(CSWAP) > 0
+    ins = [{}, {"w": 0, "m": 1}, {"w": 1, "m": 3}, {"w": 99, "m": -1}, {"w": -2, "m": -1}]
+    ran = runs_same(CSWAP, ins)
+    assert [r[0][1] if isinstance(r[0], tuple) else "ok" for r in ran] == \
+        ["ok", "ok"] + ["BoundsError"] * 3, ran
+    assert [r[1] for r in ran] == [0, 0, 1, 1, 1]
+    obs, f = same(CSWAP, "z", ["x"], ins)
+    assert [o[1] if o[0] == "error" else "ok" for o in obs] == ["ok", "ok"] + ["BoundsError"] * 3
+    assert "index j = 100 is outside a[0..2)" in obs[3][2]
+    assert obs[0][0] == {"x": bits(2 * 0.5)}

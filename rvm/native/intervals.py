@@ -434,7 +434,8 @@ class Intervals:
                         s.forget(one)
             return s
         if y in self.wild:
-            s.forget(y)
+            for t in ys:                        # (cswap writes its second target too)
+                s.forget(t)
             return s
         got = self._shift_of(s, c)
         if got is not None:
