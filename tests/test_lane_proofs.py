@@ -14,6 +14,7 @@ from test_native_proofs import loop
 
 import rvm
 from rvm import native
+from rvm.errors import AssertionTrap
 from rvm.native import codegen, lanes
 from rvm.native.build import build
 
@@ -147,3 +148,51 @@ def test_a_frame_not_zero_hands_back_before_a_row(lanes_out):
     before = mem.copy()
     assert run(lib, "rvm_native_forward_w", mem, adj) == BAIL
     assert mem.tobytes() == before.tobytes()
+
+
+# n != 0 fails the assert on two constants, which the analysis decides (never holds): only
+# the jump's edge reaches A, with i = 0, and a[i] has no check.  A lane that fails a check
+# computes on until the next taken jump or the return, so the lanes must give up at such an
+# assert at once (they set the lanes' flags and went on: i += 5, then a[5] written and z
+# changed before the return gave up; i += 2^40 segfaulted through f.batch).
+DEAD = """
+input n: int
+input x: float = 0.5
+output z: float
+const one: int = 1
+func main() {
+    var a: float[2]
+    var i: int
+A0: jmp A if n == 0
+    assert one == 2
+    i += 5
+A:  join A0 if n == 0
+    a[i] += x
+    z += a[i] * x
+    a[i] -= x
+}
+"""
+
+
+def test_an_assert_the_analysis_decides_gives_up_at_once_in_the_lanes():
+    prog = rvm.assemble(DEAD)
+    src = lanes.generate(prog)
+    assert ">= (u64)" not in src
+    lib, _path, _built = build(src, for_cpu=True, extra=lanes.FLAGS)
+    m = rvm.Machine(prog, native=False)
+    m.reset({"n": 0, "x": 0.5})
+    start = image(m, prog)
+    mem, adj = start.copy(), np.zeros(len(start))
+    assert run(lib, "rvm_native_forward_w", mem, adj) == 0
+    m.run()
+    assert mem.tobytes() == image(m, prog).tobytes()
+    mem = start.copy()
+    mem[:W] = 1                                 # n = 1: the assert fails in every lane
+    five = (prog.n_static + 5) * W              # a[5], past main's frame (a[2], i)
+    mem[five:five + W] = np.float64(2.0).view(np.int64)
+    before = mem.copy()
+    assert run(lib, "rvm_native_forward_w", mem, adj) == BAIL
+    assert mem.tobytes() == before.tobytes()
+    m.reset({"n": 1, "x": 0.5})
+    with pytest.raises(AssertionTrap):
+        m.run()

@@ -338,6 +338,17 @@ class Intervals:
         a, b = self.operand(int(c[2])), self.operand(int(c[3]))
         return self.relate(s, a, rel, b)
 
+    def reads(self, c) -> bool:
+        """Does cond() learn anything from condition row c (cc, a, b): a cell it follows
+        narrows, or the condition is decided (two constants; two cells of one class, which
+        are followed)?  A check of such a condition must give up at once where it fails."""
+        cc = int(c[1])
+        if (cc & 15) == 0 or not (1 <= (cc & 7) <= 6) or (cc & 8) or (cc >> 4) & 3 != int(INT):
+            return False
+        a, b = self.operand(int(c[2])), self.operand(int(c[3]))
+        return isinstance(a, tuple) or isinstance(b, tuple) or \
+            (isinstance(a, int) and isinstance(b, int))
+
     def relate(self, s: State, a, rel: str, b) -> State | None:
         if isinstance(a, int) and not isinstance(b, int):
             a, b, rel = b, a, _FLIP[rel]

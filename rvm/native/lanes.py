@@ -503,9 +503,10 @@ class _BatchFn(_Fn):
             if (c[1] & 15) == 0:
                 self.emit(f"L{pc}: {{ n++; }}")
                 return
-            if (c[1] >> 4) & 3 == int(INT) and (self.tracked(c[2]) or self.tracked(c[3])):
-                # the intervals narrow on it, and a check they drop may rest on that: the
-                # group gives up at once where a lane fails (cond: the lanes' one truth)
+            if self.iv is not None and self.iv.reads(c):
+                # the intervals narrow on it (or decide it: two constants), and a check they
+                # drop may rest on that: the group gives up at once where a lane fails (cond:
+                # the lanes' one truth)
                 cond = self.cond(c, pc, pre)
                 self.emit(f"L{pc}: {{ n++; {' '.join(pre)} if (!({cond})) BAIL({pc}); }}")
                 return
