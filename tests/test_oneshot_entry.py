@@ -5,6 +5,8 @@ repeated call reads its arguments from the vectorcall in any form a user writes 
 results and the same errors as before."""
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 
@@ -139,3 +141,26 @@ def test_inputs_in_a_mapping_that_is_not_a_dict():
             assert rvm.hvp(p, "out", ["z"], {"z": 1.0}, make(z=2.5))["z"].tobytes() == want["v"]
             assert rvm.derivatives(p, "out", ["z"], inputs=make(z=2.5),
                                    hessian=True).hessian.tobytes() == want["d"]
+
+
+def test_keywords_by_value_and_misspelled_options(prog):
+    """A keyword's name built at run time or given as a str subclass is not the interned
+    parameter name: the call goes through the function's own parsing, with the same result;
+    a misspelled option is the general path's TypeError, never dropped by the entry."""
+    class Name(str):
+        pass
+    want = interpreted("out", ["z"], {"z": 2.5}).tobytes()
+    inputs = "".join(["inp", "uts"])
+    assert inputs == "inputs" and inputs is not sys.intern("inputs")
+    assert rvm.hessian(prog, "out", ["z"], **{inputs: {"z": 2.5}}).tobytes() == want
+    assert rvm.hessian(prog, "out", **{Name("wrt"): ["z"]}, inputs={"z": 2.5}).tobytes() == want
+    with pytest.raises(TypeError, match="unexpected keyword argument 'inptus'"):
+        rvm.hessian(prog, "out", ["z"], {"z": 2.5}, inptus={"z": 1.0})
+    with pytest.raises(TypeError, match="unexpected keyword argument 'revers'"):
+        rvm.run(prog, {"z": 2.5}, revers=True)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'tangent'"):
+        rvm.jvp(prog, {"z": 2.5}, {"z": 1.0}, tangent={"z": 1.0})
+    with pytest.raises(TypeError, match="unexpected keyword argument 'chek'"):
+        rvm.grad(prog, "out", ["z"], {"z": 2.5}, check_ancillas=False, chek=1)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'inptus'"):
+        rvm.hvp(prog, "out", ["z"], {"z": 1.0}, {"z": 2.5}, inptus=None)
