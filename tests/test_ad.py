@@ -321,3 +321,30 @@ def test_cli_grad_exit_5_on_infinite_derivative(tmp_path):
                        capture_output=True, text=True)
     assert r.returncode == 5
     assert "not finite" in r.stderr and "root.rasm:4:5" in r.stderr
+
+
+def test_a_direction_or_tangents_that_do_not_fit_are_named_errors():
+    """rvm.hvp's v, derivatives' direction and rvm.jvp's tangents: something that is not a
+    mapping, a wrt name without a vector (an empty dict included: it is a direction, not
+    none) and a vector that does not fit its cell are named errors, not a KeyError, numpy's
+    'need at least one array to concatenate' or a regex TypeError from inside; the repeated
+    calls (in C once native) hand them to the same general path."""
+    from rvm.values import ValueEncodingError
+    prog = rvm.assemble(PROGRAMS / "besselj_rec.rasm")
+    for _ in range(4):
+        with pytest.raises(ValueEncodingError, match="no vector for wrt 'z'"):
+            rvm.hvp(prog, "out", ["z"], {}, {"z": 2.5})
+        with pytest.raises(ValueEncodingError, match="no vector for wrt 'z'"):
+            rvm.hvp(prog, "out", ["z"], {"nu": 1.0}, {"z": 2.5})
+        with pytest.raises(ValueEncodingError, match=r"\['z'\] = \[1.0, 2.0\] does not fit z"):
+            rvm.hvp(prog, "out", ["z"], {"z": [1.0, 2.0]}, {"z": 2.5})
+        with pytest.raises(TypeError, match="must map each wrt name to its vector, not list"):
+            rvm.hvp(prog, "out", ["z"], [1.0], {"z": 2.5})
+        with pytest.raises(TypeError, match="tangents must map each wrt name"):
+            rvm.jvp(prog, {"z": 2.5}, [1.0])
+        with pytest.raises(ValueEncodingError, match=r"tangents\['z'\] = 'a' does not fit z"):
+            rvm.jvp(prog, {"z": 2.5}, {"z": "a"})
+        with pytest.raises(ValueEncodingError, match="no vector for wrt 'z'"):
+            rvm.derivatives(prog, "out", ["z"], gradient=False, direction={})
+        assert rvm.hvp(prog, "out", ["z"], {"z": 1.0}, {"z": 2.5})["z"] == \
+            rvm.hessian(prog, "out", ["z"], {"z": 2.5})[0, 0]

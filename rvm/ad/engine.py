@@ -47,7 +47,7 @@ from ..api import (
 from ..errors import RVMError
 from ..machine import Machine
 from ..program import Program
-from ..values import decode, decode_array
+from ..values import ValueEncodingError, decode, decode_array
 from . import native_lanes, native_tangent
 
 __all__ = ["BatchError", "Derivatives", "NotDifferentiable", "NonFiniteDerivative",
@@ -191,6 +191,22 @@ def _wrt_list(wrt: str | Sequence[str]) -> list[str]:
     if isinstance(wrt, str):
         wrt = [w for w in wrt.split(",") if w.strip()]
     return [w.strip() for w in wrt]
+
+
+def _seed_vector(what: str, vectors: Mapping[str, Any], cells: Sequence[Cell]) -> np.ndarray:
+    """The vectors ({wrt name: a number, or an array of the cell's shape}) of `cells`, flat,
+    in their order; a named error for a name with no vector or one that does not fit."""
+    parts = []
+    for c in cells:
+        if c.name not in vectors:
+            raise ValueEncodingError(f"{what} gives no vector for wrt {c.name!r}")
+        try:
+            parts.append(np.broadcast_to(np.asarray(vectors[c.name], dtype=float),
+                                         c.shape or ()).ravel())
+        except (TypeError, ValueError) as e:
+            raise ValueEncodingError(f"{what}[{c.name!r}] = {vectors[c.name]!r} does not fit "
+                                     f"{c.name} (shape {c.shape or ()}): {e}") from None
+    return np.concatenate(parts) if parts else np.zeros(0)
 
 
 def _shaped(flat: np.ndarray, cell: Cell):
@@ -446,7 +462,12 @@ def _derivatives(program: Program | str | os.PathLike, of: str | None,
                  max_steps: int | None, seed: int, machine: Machine | None,
                  _runner: _Runner | None, native: bool | None = None) -> Derivatives:
     prog = machine.program if machine is not None else _as_program(program)
-    names = _wrt_list(wrt) if (gradient or hessian or direction) else list(tangents or {})
+    for what, vectors in (("tangents", tangents), ("direction (v)", direction)):
+        if vectors is not None and not isinstance(vectors, Mapping):
+            raise TypeError(f"{what} must map each wrt name to its vector, not "
+                            f"{type(vectors).__name__}")
+    names = _wrt_list(wrt) if (gradient or hessian or direction is not None) else \
+        list(tangents or {})
     r = _runner
     if r is None and machine is not None:
         # a machine reused across calls keeps its resolved cells (training loops, benchmarks)
@@ -466,9 +487,7 @@ def _derivatives(program: Program | str | os.PathLike, of: str | None,
         r.paths_checked = True
 
     if tangents is not None:                           # forward mode
-        v = np.concatenate([np.broadcast_to(np.asarray(tangents[c.name], dtype=float),
-                                            c.shape or ()).ravel() for c in r.wrt]) \
-            if r.wrt else np.zeros(0)
+        v = _seed_vector("tangents", tangents, r.wrt)
         r.start(_core.AD_TAN, inputs)
         r.seed_tangents(v)
         ran = False
@@ -515,8 +534,7 @@ def _derivatives(program: Program | str | os.PathLike, of: str | None,
 
     rows = [np.eye(r.n)] if hessian else []
     if direction is not None:
-        rows.append(np.concatenate([np.broadcast_to(np.asarray(direction[c.name], dtype=float),
-                                                    c.shape or ()).ravel() for c in r.wrt])[None])
+        rows.append(_seed_vector("direction (v)", direction, r.wrt)[None])
     seeds = np.ascontiguousarray(np.concatenate(rows)) if rows else np.zeros((0, r.n))
     columns: Any = []
     vectors: Any = seeds
