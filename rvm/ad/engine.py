@@ -45,7 +45,7 @@ from ..api import (
     split_batch,
 )
 from ..errors import RVMError
-from ..machine import Machine
+from ..machine import Machine, UnknownName
 from ..program import Program
 from ..values import ValueEncodingError, decode, decode_array
 from . import native_lanes, native_tangent
@@ -195,11 +195,12 @@ def _wrt_list(wrt: str | Sequence[str]) -> list[str]:
 
 def _seed_vector(what: str, vectors: Mapping[str, Any], cells: Sequence[Cell]) -> np.ndarray:
     """The vectors ({wrt name: a number, or an array of the cell's shape}) of `cells`, flat,
-    in their order; a named error for a name with no vector or one that does not fit."""
+    in their order; a named error for a name with no vector (UnknownName, a KeyError) or one
+    that does not fit (ValueEncodingError)."""
     parts = []
     for c in cells:
         if c.name not in vectors:
-            raise ValueEncodingError(f"{what} gives no vector for wrt {c.name!r}")
+            raise UnknownName(f"{what} gives no vector for wrt {c.name!r}")
         try:
             parts.append(np.broadcast_to(np.asarray(vectors[c.name], dtype=float),
                                          c.shape or ()).ravel())
