@@ -669,12 +669,22 @@ def oneshot_jvp(program, inputs, tangents, **options):
     return _gen_jvp(program, inputs, tangents, **options)
 
 
+cdef inline bint _all_str(tuple names):
+    """Every name a str: the grad_fns key then hashes without Python code (anything else goes
+    to the general path, which names the error)."""
+    cdef object x
+    for x in names:
+        if type(x) is not str:
+            return False
+    return True
+
+
 def oneshot_grad(program, of, wrt, inputs=None, **options):
     cdef OneShotEntry e
     cdef object f, names
     # rvm.grad(..., check_ancillas=False) repeated: the Program's shared grad_fn of (of, wrt)
     # (a GradFn: its call is C too), found by its key without the general path's Python
-    if len(options) == 1 and options.get("check_ancillas") is False:
+    if len(options) == 1 and options.get("check_ancillas") is False and type(of) is str:
         e = _entry_of(program)
         if e is not None and type(e.grad_fns) is dict:
             if type(wrt) is list or type(wrt) is tuple:
@@ -683,7 +693,7 @@ def oneshot_grad(program, of, wrt, inputs=None, **options):
                 names = (wrt,)
             else:
                 names = None
-            if names is not None:
+            if names is not None and _all_str(names):
                 f = (<dict>e.grad_fns).get((of, names, ()))
                 if f is not None:
                     return f(inputs)
@@ -851,7 +861,8 @@ cdef object _fast_grad(object f, PyObject** args, size_t nargsf, PyObject* kwnam
     # rvm.grad(..., check_ancillas=False) repeated: the Program's shared grad_fn of (of, wrt)
     # (a GradFn: its call is C too), found by its key without the general path's Python
     if _vc_args(args, nargsf, kwnames, &_vn_grad, a) == 0 and a[0] != NULL and \
-            a[1] != NULL and a[2] != NULL and a[4] != NULL and <object>a[4] is False:
+            a[1] != NULL and a[2] != NULL and a[4] != NULL and <object>a[4] is False and \
+            type(<object>a[1]) is str:
         e = _entry_of(<object>a[0])
         if e is not None and type(e.grad_fns) is dict:
             wrt = <object>a[2]
@@ -861,7 +872,7 @@ cdef object _fast_grad(object f, PyObject** args, size_t nargsf, PyObject* kwnam
                 names = (wrt,)
             else:
                 names = None
-            if names is not None:
+            if names is not None and _all_str(names):
                 g = (<dict>e.grad_fns).get((<object>a[1], names, ()))
                 if g is not None:
                     return g(_opt(a[3]))

@@ -349,3 +349,31 @@ def test_a_direction_or_tangents_that_do_not_fit_are_named_errors():
             rvm.derivatives(prog, "out", ["z"], gradient=False, direction={})
         assert rvm.hvp(prog, "out", ["z"], {"z": 1.0}, {"z": 2.5})["z"] == \
             rvm.hessian(prog, "out", ["z"], {"z": 2.5})[0, 0]
+
+
+def test_of_and_wrt_that_are_not_names_are_named_errors():
+    """A loss or wrt that is not a name (a list for of, a list inside wrt, a number) is a
+    TypeError saying so, the same on the first call and on the repeated ones whose entry is
+    C (rvm.grad's with check_ancillas=False hashed them: 'unhashable type: list', where the
+    general path said \"'list' object has no attribute 'strip'\")."""
+    prog = rvm.assemble(PROGRAMS / "besselj_rec.rasm")
+    for _ in range(3):                  # the repeated calls' entries are bound after a few
+        rvm.grad(prog, "out", ["z"], {"z": 2.5}, check_ancillas=False)
+        rvm.hessian(prog, "out", ["z"], {"z": 2.5})
+    calls = [lambda of, wrt: rvm.grad(prog, of, wrt, {"z": 2.5}, check_ancillas=False),
+             lambda of, wrt: rvm.grad(prog, of, wrt, {"z": 2.5}),
+             lambda of, wrt: rvm.hessian(prog, of, wrt, {"z": 2.5}),
+             lambda of, wrt: rvm.hvp(prog, of, wrt, {"z": 1.0}, {"z": 2.5}),
+             lambda of, wrt: rvm.derivatives(prog, of, wrt, {"z": 2.5}),
+             lambda of, wrt: rvm.grad_fn(prog, of, wrt),
+             lambda of, wrt: rvm.hessian_batch(prog, of, wrt, {"z": np.array([2.5, 3.0])})]
+    for call in calls:
+        for _ in range(2):
+            with pytest.raises(TypeError, match=r"of must be a global's name, not \['out'\]"):
+                call(["out"], ["z"])
+            with pytest.raises(TypeError, match=r"wrt must be .* not \[\['z'\]\]"):
+                call("out", [["z"]])
+            with pytest.raises(TypeError, match=r"wrt must be .* not \[5\]"):
+                call("out", 5)
+    assert rvm.grad(prog, "out", ("z",), {"z": 2.5}, check_ancillas=False) == \
+        rvm.grad(prog, "out", "z", {"z": 2.5}, check_ancillas=False)

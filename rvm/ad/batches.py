@@ -34,7 +34,7 @@ from ..errors import RVMError
 from ..machine import Machine
 from ..program import Program
 from . import native_tangent
-from .engine import _wrt_list, derivatives, hessian, jvp, tangent_outputs
+from .engine import _loss_name, _wrt_list, derivatives, hessian, jvp, tangent_outputs
 
 
 def _machines(program: Program, key: tuple, k: int) -> list[Machine]:
@@ -148,6 +148,7 @@ def hessian_batch(program: Program | str | os.PathLike, of: str, wrt: str | Sequ
     B or shared by every row.  Returns the (B, n, n) Hessians of `of` over the wrt cells
     flattened in order; row b is bit for bit `rvm.hessian(program, of, wrt, row b's inputs)`.
     See the module docstring."""
+    _loss_name(of)
     if not isinstance(program, Program):
         program = assemble(program)
     sizes: set[int] = set()

@@ -190,7 +190,21 @@ def _as_program(program: Program | str | os.PathLike) -> Program:
 def _wrt_list(wrt: str | Sequence[str]) -> list[str]:
     if isinstance(wrt, str):
         wrt = [w for w in wrt.split(",") if w.strip()]
+    else:
+        try:
+            wrt = list(wrt)
+        except TypeError:
+            wrt = [wrt]
+        if not all(isinstance(w, str) for w in wrt):
+            raise TypeError("wrt must be a global's name, names separated by commas or a "
+                            f"sequence of names, not {wrt!r}")
     return [w.strip() for w in wrt]
+
+
+def _loss_name(of: Any) -> None:
+    """A TypeError unless `of` is a global's name (or None where no loss is asked)."""
+    if of is not None and not isinstance(of, str):
+        raise TypeError(f"of must be a global's name, not {of!r}")
 
 
 def _seed_vector(what: str, vectors: Mapping[str, Any], cells: Sequence[Cell]) -> np.ndarray:
@@ -438,6 +452,7 @@ def derivatives(program: Program | str | os.PathLike, of: str | None = None,
                program's rvm.ad.native_tangent.NATIVE_AFTER-th such call, True now (or
                raise), False never; results are the interpreter's (docs/ad.md)
     """
+    _loss_name(of)
     if machine is not None:
         with machine.__dict__.setdefault("_ad_lock", threading.RLock()):
             return _derivatives(program, of, wrt, inputs, gradient, hessian, tangents,
@@ -643,6 +658,7 @@ def _grad(program: Program | str | os.PathLike, of: str, wrt: str | Sequence[str
     path and, after a few calls, native code (with no other option, the call reaches it
     from a C function, rvm/_runcall.pxi, with no Python frame); by default every call checks
     the ancillas (a forward run with tangents) on the Program's reused machine."""
+    _loss_name(of)
     if options.get("check_ancillas") is False and "machine" not in options and \
             "_runner" not in options:
         f = _shared_grad_fn(_as_program(program), of, tuple(_wrt_list(wrt)),
@@ -732,6 +748,7 @@ def _hessian(program: Program | str | os.PathLike, of: str, wrt: str | Sequence[
     Called again on the same Program object, it reuses the first call's machine and, once
     the tangent modes run as native code, the whole call is one C function (rvm/_runcall.pxi:
     one core call, no Python frame)."""
+    _loss_name(of)
     if isinstance(program, Program) and options.keys() <= {"native"}:
         h = _hessian_again(program, of, wrt, inputs, options.get("native"))
         if h is not None:
@@ -1296,4 +1313,5 @@ def grad_fn(program: Program | str | os.PathLike, of: str, wrt: str | Sequence[s
     check_ancillas=True: every call); `f.last` is the last call's Derivatives.  native: run
     repeated calls as compiled C (None: from the GradFn.NATIVE_AFTER-th call when possible;
     True: now, or raise; False: never); see GradFn."""
+    _loss_name(of)
     return GradFn(_as_program(program), of, wrt, check_ancillas, options, native)
