@@ -21,12 +21,14 @@ from .program import Program
 _LAZY_ASSEMBLER = ("AssemblyError", "Diagnostic")
 
 _LAZY = {"assemble": "api", "load": "api", "run": "api", "roundtrip": "api", "Result": "api",
-         "run_batch": "api", "BatchError": "api", "run_fn": "api", "RunFn": "api",
+         "run_batch": "api", "compile_run_batch": "api", "run_batch_native": "api",
+         "BatchError": "api", "run_fn": "api", "RunFn": "api",
          "RoundTrip": "api", "Machine": "machine", "derivatives": "ad", "grad": "ad",
          "grad_fn": "ad", "hessian": "ad", "hvp": "ad", "jvp": "ad", "jvp_batch": "ad",
          "hessian_batch": "ad"}
 
-__all__ = ["assemble", "load", "run", "run_fn", "RunFn", "run_batch", "BatchError", "roundtrip",
+__all__ = ["assemble", "load", "run", "run_fn", "RunFn", "run_batch", "compile_run_batch",
+           "run_batch_native", "BatchError", "roundtrip",
            "Result",
            "RoundTrip", "Machine", "Program",
            "RVMError", "Trap", "PathDivergence", "InvalidBytecode", "AssemblyError", "Diagnostic",

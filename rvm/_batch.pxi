@@ -233,10 +233,58 @@ cdef int grad_group(VM* vm, LaneGroup* lg, native_fn fwd, native_fn bwd, i64 of_
     return 0
 
 
+cdef int run_group(VM* vm, LaneGroup* lg, native_fn f, i64* ra, i64* rw, i64 nr, i64* out,
+                   i64 nw) noexcept nogil:
+    """W whole runs at once (rw: their words at ra, row after row) by the lane code f (the
+    forward or backward run of lanes.generate(run=...)): the lane state as run_row's start
+    state in each lane (lg.image: the static image with the shared words dw at da), the
+    run; out gets each row's first nw words (the globals) where the runs end, row after row.
+    0: done; 1: the group gave up (lanes that branched apart, a non-uniform index, a trap in
+    some lane, buffers too small): its rows must run one by one; 2: a signal stopped it."""
+    cdef NativeState st
+    cdef i64 W = lg.W, j, k, rc
+    cdef i64 ns = vm.n_static * W
+    cdef i64* M = lg.mem
+    cdef i64* o
+    memcpy(M, lg.image, ns * sizeof(i64))
+    if lg.dirty > ns:
+        memset(M + ns, 0, (lg.dirty - ns) * sizeof(i64))
+    for j in range(W):
+        for k in range(nr):
+            M[ra[k] * W + j] = rw[j * nr + k]
+    memset(&st, 0, sizeof(NativeState))
+    st.mem = M
+    st.adj = lg.adj
+    st.n_mem = lg.cells
+    st.max_depth = vm.max_depth
+    st.pt_cap = vm.pt_cap
+    st.peak_ftop = vm.n_static + vm.fn_fsize[vm.main]
+    st.peak_depth = 1
+    st.stack = lg.stack
+    st.sadj = lg.sadj
+    st.stack_cap = lg.scap
+    st.rel_pc = -1
+    st.budget = 1 << 16
+    st.poll = native_poll
+    rc = f(&st)
+    lg.dirty = max(lg.dirty, min(st.peak_ftop, lg.cells) * W)
+    if rc == RVM_NATIVE_STOPPED:
+        return 2
+    if rc != RVM_NATIVE_DONE:
+        return 1
+    for j in range(W):
+        o = out + j * nw
+        for k in range(nw):
+            o[k] = M[k * W + j]
+    return 0
+
+
 cdef class LaneRows:
     """The gradient of many rows W at a time (rvm/native/lanes.py's library: the addresses of
     rvm_native_forward_w and rvm_native_backward_wa in the loaded `lib`, kept alive here),
-    on lane buffers of its own: one per thread of a batch (GradFn.batch)."""
+    on lane buffers of its own: one per thread of a batch (GradFn.batch).  With backward 0,
+    the whole runs of rvm.run_batch instead (`forward` is the run library's
+    rvm_native_run_w, forward or backward: run_rows), and no adjoint buffers."""
     cdef object lib
     cdef native_fn fwd, bwd
     cdef readonly i64 width
@@ -246,7 +294,7 @@ cdef class LaneRows:
     cdef LaneGroup lg
 
     def __init__(self, lib, size_t forward, size_t backward, i64 width):
-        if forward == 0 or backward == 0 or width < 1:
+        if forward == 0 or width < 1:
             raise ValueError("LaneRows: no lane code")
         self.lib, self.width = lib, width
         self.fwd, self.bwd = <native_fn>forward, <native_fn>backward
@@ -258,10 +306,12 @@ cdef class LaneRows:
         cdef cnp.ndarray a
         if self._bufs is not None:
             return
+        cdef bint duals = self.bwd != NULL
         self.lg.cells = min(vm.n_mem, vm.n_static + BATCH_FRAME)
         self.lg.scap = min(max(vm.stack_cap, 1), BATCH_STACK)
-        self._bufs = [_aligned(self.lg.cells * W), _aligned(self.lg.cells * W),
-                      _aligned(self.lg.scap * W), _aligned(self.lg.scap * W),
+        self._bufs = [_aligned(self.lg.cells * W),
+                      _aligned(self.lg.cells * W if duals else W),
+                      _aligned(self.lg.scap * W), _aligned(self.lg.scap * W if duals else W),
                       _aligned(max(vm.n_static, 1) * W), _aligned(max(vm.const_lo, 1) * W)]
         a = self._bufs[0]; self.lg.mem = _ptr(a)
         a = self._bufs[1]; self.lg.adj = <double*>cnp.PyArray_DATA(a)
@@ -300,6 +350,8 @@ cdef class LaneRows:
         cdef i64* ex
         cdef i64 nd = def_addrs.shape[0], nex = exact.shape[0]
         cdef bint lanes
+        if lbwd == NULL:
+            raise ValueError("grad_rows: a run library (no sweep)")
         if fwd == NULL or vm.brk != NULL or vm.n_watch != 0:
             return False
         if not (rows.flags.c_contiguous and out.flags.c_contiguous and rows.ndim == 2 and
@@ -340,6 +392,79 @@ cdef class LaneRows:
                 for b in range(b0, min(b0 + W, B)):
                     rc = grad_row(vm, image, fwd, bwd, of_addr, da, dw, nd, ra, rp + b * nr, nr,
                                   wa, nwrt, op + b * nwrt, lp + b, wsp, nw, ex, nex)
+                    if rc == 2:
+                        break
+                    sp[b] = rc
+                if rc == 2:
+                    break
+                b0 += W
+        if rc == 2:
+            PyErr_CheckSignals()
+            raise KeyboardInterrupt
+        return True
+
+    def run_rows(self, Core core, cnp.ndarray def_addrs, cnp.ndarray def_words,
+                 cnp.ndarray row_addrs, cnp.ndarray rows, cnp.ndarray out,
+                 cnp.ndarray status, bint reverse=False) -> bool:
+        """Core.run_rows (the same arguments and results, bit for bit), W rows at a time by
+        the run library (its direction must be `reverse`'s); a group that gives up, and the
+        rows after the last whole group, run one by one by core's scalar native code.  False
+        (nothing run) as Core.run_rows."""
+        cdef VM* vm = &core.vm
+        cdef i64 B = rows.shape[0], b, b0, c, j, nr = row_addrs.shape[0], nw = vm.const_lo
+        cdef i64 W = self.width
+        cdef int rc = 0
+        cdef native_fn fwd = core.run_bwd if reverse else core.run_fwd
+        cdef native_fn lf = self.fwd
+        cdef LaneGroup* lg = &self.lg
+        cdef i64* image
+        cdef i64* da
+        cdef i64* dw
+        cdef i64* ra
+        cdef i64* rp
+        cdef i64* op
+        cdef i64* sp
+        cdef i64 nd = def_addrs.shape[0]
+        cdef bint lanes
+        if self.bwd != NULL:
+            raise ValueError("run_rows: a gradient library (not a run library)")
+        if fwd == NULL or vm.brk != NULL or vm.n_watch != 0:
+            return False
+        if not (rows.flags.c_contiguous and out.flags.c_contiguous and rows.ndim == 2 and
+                rows.shape[1] == nr and out.shape[0] == B and out.shape[1] == nw and
+                status.shape[0] == B and rows.dtype == np.int64 and out.dtype == np.int64
+                and status.dtype == np.int64 and def_addrs.dtype == np.int64 and
+                def_words.dtype == np.int64 and row_addrs.dtype == np.int64):
+            raise ValueError("run_rows: arrays of the wrong shape or type")
+        self._alloc(vm)
+        image, da, dw, ra = _ptr(core.static_image), _ptr(def_addrs), _ptr(def_words), \
+            _ptr(row_addrs)
+        rp, op, sp = _ptr(rows), _ptr(out), _ptr(status)
+        lanes = vm.n_static + vm.fn_fsize[vm.main] <= lg.cells
+        with nogil:
+            if lanes:                       # the start image with the shared words, W lanes
+                for c in range(vm.n_static):
+                    for j in range(W):
+                        lg.image[c * W + j] = image[c]
+                for c in range(nd):
+                    for j in range(W):
+                        lg.image[da[c] * W + j] = dw[c]
+            b0 = 0
+            while b0 < B:
+                if lanes and b0 + W <= B:
+                    rc = run_group(vm, lg, lf, ra, rp + b0 * nr, nr, op + b0 * nw, nw)
+                    if rc == 2:
+                        break
+                    if rc == 0:
+                        for b in range(b0, b0 + W):
+                            sp[b] = 0
+                        self.groups += 1
+                        b0 += W
+                        continue
+                    self.bails += 1
+                for b in range(b0, min(b0 + W, B)):
+                    rc = run_row(vm, image, fwd, da, dw, nd, ra, rp + b * nr, nr, op + b * nw,
+                                 nw, reverse)
                     if rc == 2:
                         break
                     sp[b] = rc

@@ -471,10 +471,15 @@ def run_batch(program: Program | str | os.PathLike, inputs: Mapping[str, Any], *
     The rows run as native code (compiled on the first batch; a program with `trace` runs
     row by row, interpreted) without the GIL, in contiguous chunks over `threads` threads
     (default: the cores, at most one per 64 rows), each on a machine of its own kept on the
-    Program (rvm/oneshot.py).  A row the native code hands back runs interpreted; rows that
-    trap raise BatchError with the first one's index (`lane`), every failed row's error and
-    the other rows' results."""
+    Program (rvm/oneshot.py).  Once the program's run lane library is built (the first
+    batch of 64 rows or more starts its build in the background, one per direction;
+    `compile_run_batch` builds it now), each thread runs its rows W at a time, every cell a
+    vector of W values (rvm/native/lanes.py; `run_batch_native` says how rows run); a group
+    of W rows whose branches, indices or traps differ runs one row at a time.  A row the
+    native code hands back runs interpreted; rows that trap raise BatchError with the first
+    one's index (`lane`), every failed row's error and the other rows' results."""
     from . import native
+    from .ad import native_lanes
     if not isinstance(program, Program):
         program = assemble(program)
     rows, shared, B = split_batch(program, inputs, outputs=reverse)
@@ -494,18 +499,27 @@ def run_batch(program: Program | str | os.PathLike, inputs: Mapping[str, Any], *
             nat = None
         if nat is not None:
             bounds = chunks(B, threads)
+            lanes = native_lanes.ready(program, B, "back" if reverse else "run")
+            if lanes is not None:           # W rows at a time (issue 16)
+                bounds = native_lanes.bounds(bounds, lanes.width)
             k = len(bounds) - 1
             while len(machines) < k:
                 machines.append(Machine(program, native=False, **machine_options))
             for x in machines[:k]:
                 if not x.core.native_runs_on:
                     nat.install_runs(x.core)
+            by = [x.core for x in machines[:k]] if lanes is None else \
+                _run_lanes(e, machine_options, reverse, lanes, k)
             in_addrs, def_words, row_addrs, rw = batch_words(m0, rows, shared, B, reverse)
 
             def work(i: int) -> None:
                 lo, hi = bounds[i], bounds[i + 1]
-                machines[i].core.run_rows(in_addrs, def_words, row_addrs, rw[lo:hi],
-                                          words[lo:hi], status[lo:hi], reverse)
+                args = (in_addrs, def_words, row_addrs, rw[lo:hi], words[lo:hi],
+                        status[lo:hi], reverse)
+                if lanes is None:
+                    machines[i].core.run_rows(*args)
+                else:
+                    by[i].run_rows(machines[i].core, *args)
 
             in_threads(work, k)
         errors: dict[int, Exception] = {}
@@ -533,6 +547,33 @@ def run_batch(program: Program | str | os.PathLike, inputs: Mapping[str, Any], *
     if errors:
         raise batch_failed(errors, B, res)
     return res
+
+
+def _run_lanes(e: Any, options: dict[str, Any], reverse: bool, lanes: Any, k: int) -> list:
+    """The lane runners (_core.LaneRows: lane buffers) of run_batch's first k threads, kept on
+    the Program's entry beside their machines (the caller holds e.lock)."""
+    got = e.batch_lanes.setdefault((oneshot.options_key(options) or (), reverse), [])
+    while len(got) < k:
+        got.append(_C.LaneRows(lanes.lib, lanes.forward, 0, lanes.width))
+    return got[:k]
+
+
+def compile_run_batch(program: Program, reverse: bool = False) -> str:
+    """Build run_batch's lane library now (rvm/native/lanes.py: the forward run, or with
+    `reverse` the backward run, over W rows at once), or wait for the build a batch started;
+    returns how run_batch runs rows (`run_batch_native`).  Raises rvm.native.Unsupported or
+    BuildError when it cannot be built (batches then run a row at a time, as without it)."""
+    from .ad import native_lanes
+    native_lanes.build_now(program, "back" if reverse else "run")
+    return run_batch_native(program, reverse)
+
+
+def run_batch_native(program: Program, reverse: bool = False) -> str:
+    """How run_batch (`reverse`: its backward runs) runs the native rows: W at a time
+    ("8 lanes (...)"), or why a row at a time ("not built yet", "off", "one row at a time:
+    why")."""
+    from .ad import native_lanes
+    return native_lanes.status(program, "back" if reverse else "run")
 
 
 def garbage_cells(m: Machine, at_end: bool = True) -> list[str]:

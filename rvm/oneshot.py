@@ -51,6 +51,8 @@ class _Entry(_EntryBase):
         self.lock = threading.Lock()          # guards grad_fns
         self.grad_fns: dict[Hashable, Any] = {}     # filled by rvm.ad.engine
         self.batch_machines: dict[Hashable, list[Machine]] = {}   # rvm.run_batch's (lock)
+        # and their lane runners (_core.LaneRows), by (options key, reverse) (lock)
+        self.batch_lanes: dict[Hashable, list[Any]] = {}
         # the C calls of the first thread whose machine has native code (rvm/_runcall.pxi):
         # rvm.run's (a _core.RunCall on its "run" machine without options) and rvm.hessian's
         # (a _core.HessCall for one (of, wrt)); each takes only its owner thread's calls

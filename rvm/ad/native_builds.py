@@ -20,10 +20,12 @@ class Build:
 
 class Builds:
     """The libraries of one kind, one Build per Program: `compile` names the rvm.native
-    function that builds one, `fallback` says how calls run when it cannot be built."""
+    function that builds one (called with the Program and `args`), `fallback` says how calls
+    run when it cannot be built."""
 
-    def __init__(self, compile: str, fallback: str, thread_name: str) -> None:
+    def __init__(self, compile: str, fallback: str, thread_name: str, args: tuple = ()) -> None:
         self._compile, self._fallback, self._thread_name = compile, fallback, thread_name
+        self._args = args
         self._states: dict[int, Build] = {}
         self.lock = threading.Lock()
 
@@ -38,7 +40,7 @@ class Builds:
     def compile(self, program: Any) -> Any:
         """Build now (or take it from the disk cache); raises Unsupported or BuildError."""
         from .. import native
-        return getattr(native, self._compile)(program)
+        return getattr(native, self._compile)(program, *self._args)
 
     def start(self, program: Any, st: Build) -> None:
         """Start the background build unless one was started (the caller holds self.lock)."""

@@ -8,6 +8,10 @@ its rows one at a time, as batches do without it; once the library is there, bat
 rows at a time.
 `GradFn.compile_batch()` builds it now (or waits for the build under way).  RVM_NATIVE=0 or
 RVM_NATIVE_LANES=0 turns the lanes off; results are bit for bit the same either way.
+
+`rvm.run_batch` has lane libraries of its own, built the same way (kind "run": the forward
+run over W rows, without rules or adjoints; "back": the backward run from main's end, for
+reverse=True), which `rvm.compile_run_batch` builds now and `rvm.run_batch_native` reports.
 """
 from __future__ import annotations
 
@@ -20,7 +24,11 @@ from .native_builds import Builds
 MIN_ROWS = 64
 
 
-_builds = Builds("compile_lanes", "one row at a time", "rvm-native-lanes-build")
+# by kind: the gradient's (GradFn.batch), rvm.run_batch's forward and backward runs
+_builds = {"grad": Builds("compile_lanes", "one row at a time", "rvm-native-lanes-build"),
+           "run": Builds("compile_run_lanes", "one row at a time", "rvm-native-run-lanes-build"),
+           "back": Builds("compile_run_lanes", "one row at a time",
+                          "rvm-native-run-lanes-build", (True,))}
 
 
 def off() -> bool:
@@ -28,38 +36,41 @@ def off() -> bool:
     return os.environ.get("RVM_NATIVE") == "0" or os.environ.get("RVM_NATIVE_LANES") == "0"
 
 
-def ready(program: Any, rows: int) -> Any:
-    """The program's lane library (rvm.native.Native) if it is built, else None; the first
-    call for a batch of `rows` >= MIN_ROWS rows starts its build in the background."""
+def ready(program: Any, rows: int, kind: str = "grad") -> Any:
+    """The program's lane library (rvm.native.Native) of `kind` if it is built, else None;
+    the first call for a batch of `rows` >= MIN_ROWS rows starts its build in the
+    background."""
     if off():
         return None
-    st = _builds.state(program)
+    builds = _builds[kind]
+    st = builds.state(program)
     if st.native is None and st.why is None and rows >= MIN_ROWS:
-        with _builds.lock:
-            _builds.start(program, st)
+        with builds.lock:
+            builds.start(program, st)
     return st.native
 
 
-def build_now(program: Any) -> Any:
-    """The program's lane library, built now (or the background build waited for); raises
-    rvm.native.Unsupported or BuildError when it cannot be built."""
-    st = _builds.state(program)
-    with _builds.lock:
+def build_now(program: Any, kind: str = "grad") -> Any:
+    """The program's lane library of `kind`, built now (or the background build waited for);
+    raises rvm.native.Unsupported or BuildError when it cannot be built."""
+    builds = _builds[kind]
+    st = builds.state(program)
+    with builds.lock:
         thread = st.thread
     if thread is not None:
         thread.join()
     if st.native is None:
-        st.native = _builds.compile(program)
+        st.native = builds.compile(program)
         st.why = None
     return st.native
 
 
-def status(program: Any) -> str:
-    """How GradFn.batch runs the program's rows: "W lanes (library, built/cached in s)",
-    "not built yet", "off" or "one row at a time: why"."""
+def status(program: Any, kind: str = "grad") -> str:
+    """How GradFn.batch (kind "run", "back": rvm.run_batch) runs the program's rows: "W lanes
+    (library, built/cached in s)", "not built yet", "off" or "one row at a time: why"."""
     if off():
         return "off"
-    st = _builds.state(program)
+    st = _builds[kind].state(program)
     if st.native is not None:
         n = st.native
         return (f"{n.width} lanes ({n.path.name}, {'built' if n.built else 'cached'} in "

@@ -25,8 +25,8 @@ from .build import BuildError, build, cache_dir, compiler
 from .codegen import ABI, Unsupported, generate
 
 __all__ = ["Native", "BuildError", "Unsupported", "compile_program", "compile_tangent",
-           "compile_tangent_scalar", "compile_lanes", "for_program", "cache_dir", "compiler",
-           "generate"]
+           "compile_tangent_scalar", "compile_lanes", "compile_run_lanes", "for_program",
+           "cache_dir", "compiler", "generate"]
 
 
 @dataclass
@@ -46,7 +46,8 @@ class Native:
     # compile_tangent's wrt); None: any differentiable global's
     wrt: frozenset[int] | None = None
     width: int = 0            # "lanes": the batch rows per group (forward/backward are
-                              # rvm_native_forward_w and rvm_native_backward_wa)
+                              # rvm_native_forward_w and rvm_native_backward_wa; "run lanes":
+                              # forward is rvm_native_run_w)
 
     def install(self, core) -> bool:
         """Make `core.gradient` (for "tangent": with tangents, and `core.tangent_run`) run
@@ -118,6 +119,20 @@ def compile_lanes(program) -> Native:
     addr = [ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
             for name in ("rvm_native_forward_w", "rvm_native_backward_wa")]
     return Native(lib, path, addr[0], addr[1], built, time.perf_counter() - t0, "lanes",
+                  width=lib.rvm_lanes_width())
+
+
+def compile_run_lanes(program, reverse: bool = False) -> Native:
+    """compile_lanes for rvm.run_batch: the forward run (reverse: the backward run from main's
+    end) over W rows at once, without rules or adjoints; `forward` is its entry
+    (rvm_native_run_w), `backward` 0."""
+    t0 = time.perf_counter()
+    lib, path, built = build(lanes.generate(program, -1 if reverse else 1), for_cpu=True,
+                             extra=lanes.FLAGS)
+    if lib.rvm_native_abi() != ABI:
+        raise BuildError(f"{path}: built for another rvm (ABI {lib.rvm_native_abi()})")
+    addr = ctypes.cast(lib.rvm_native_run_w, ctypes.c_void_p).value
+    return Native(lib, path, addr, 0, built, time.perf_counter() - t0, "run lanes",
                   width=lib.rvm_lanes_width())
 
 

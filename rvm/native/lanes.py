@@ -1,5 +1,7 @@
 """Program -> C for batches: the gradient's forward run and adjoint sweep over W batch rows at
-once (GradFn.batch, issue 16), every cell a vector of W values.
+once (GradFn.batch, issue 16), every cell a vector of W values; and, from the same classes,
+rvm.run_batch's whole runs over W rows (generate(run=1): the forward run alone; run=-1: the
+backward run from main's end, no rules, no adjoints; rvm/_batch.pxi: run_group).
 
 The code is codegen.py's (the same rows, checks, calls and adjoint rules; see its docstring;
 each value update the op's lane form, isa/cgen.py's rvm_lop_<name>: the scalar op's words,
@@ -199,11 +201,16 @@ class Uniform:
     non-int operand (a conversion, a comparison of floats), or with a push or pop of such a
     value.  Such an int cell needs no per-lane words: the lanes keep it as one C scalar, its
     rows run once (scalar_row), and it indexes and branches without the check that the
-    lanes agree."""
+    lanes agree.
 
-    def __init__(self, program, act: Activity):
+    back: the rows are backward runs from main's end (rvm.run_batch(..., reverse=True)),
+    which differ in the output globals' words; a push run backward pops into its cell and a
+    pop pushes it, so each also moves a word the other way."""
+
+    def __init__(self, program, act: Activity, back: bool = False):
         self.act = act
-        non: set = {("G", i) for i, g in enumerate(program.globals) if g.is_input}
+        non: set = {("G", i) for i, g in enumerate(program.globals)
+                    if (g.is_output if back else g.is_input)}
         rows = []
         for fi, f in enumerate(program.functions):
             for row in program.code[f.begin:f.end + 1]:
@@ -216,19 +223,21 @@ class Uniform:
         while changed:
             changed = False
             for op, cells in rows:
-                if op.family == "push":
-                    src, dst = cells[0][1], frozenset((_STACK,))
-                elif op.family == "pop":
-                    src, dst = frozenset((_STACK,)), cells[0][1]
+                if op.family in ("push", "pop"):
+                    cell, stack = cells[0][1], frozenset((_STACK,))
+                    moves = [(cell, stack), (stack, cell)] if back else \
+                        [(cell, stack) if op.family == "push" else (stack, cell)]
                 else:
                     src = frozenset().union(*(loc for _, loc, _ in cells))
                     dst = frozenset().union(*(loc for k, loc, _ in cells if k == "y"))
                     if not all(t == INT for _, _, t in cells):
                         src = src | {None}             # a non-int operand: not uniform
                         non.add(None)
-                if not src.isdisjoint(non) and not dst <= non:
-                    non |= dst
-                    changed = True
+                    moves = [(src, dst)]
+                for src, dst in moves:
+                    if not src.isdisjoint(non) and not dst <= non:
+                        non |= dst
+                        changed = True
         self.non = frozenset(non)
 
     def uniform(self, fi: int, w: int) -> bool:
@@ -744,16 +753,25 @@ def entries(program, variants: list[tuple[str, str, bool, str]],
     return "\n" + "\n".join(out) + "\n"
 
 
-def generate(program) -> str:
+def generate(program, run: int = 0) -> str:
     """The C of `program`'s gradient over W batch rows: rvm_native_forward_w (the forward run,
     W rows at once, from the lane state the caller set up) and rvm_native_backward_wa (the
-    adjoint sweep from main's end), and rvm_lanes_width() (W).  Raises Unsupported for what
-    codegen.py does not cover."""
+    adjoint sweep from main's end), and rvm_lanes_width() (W).  run=1: rvm.run_batch's
+    library instead, rvm_native_run_w, the forward run alone (the same code as the
+    gradient's, without a sweep); run=-1: rvm_native_run_w is the backward run from main's
+    end (codegen's rvm_native_run_backward over W rows: no rules, no adjoints), for rows
+    that differ in their outputs.  Raises Unsupported for what codegen.py does not cover."""
     main = program.main
     # the sweep's rules skip what carries no derivative of any differentiable global (the
     # library serves every wrt); the lanes keep the cells that hold one value as scalars
     act = Activity(program)
-    cls = type("_Lanes", (_BatchFn,), {"uni_cells": Uniform(program, act)})
+    cls = type("_Lanes", (_BatchFn,), {"uni_cells": Uniform(program, act, back=run < 0)})
+    if run:
+        protos, bodies = functions(program, {(main, run, False): "main_r"}, cls, activity=act)
+        return TARGET + LANE_OPTIONS + PRELUDE + HEAD + ABI_FN + "\n".join(protos) + "\n" + \
+            "".join(bodies) + entries(program, [
+                ("rvm_native_run_w", "main_r", False,
+                 f"run main {'forward' if run > 0 else 'backward from its end'}, W rows")], [])
     protos, bodies = functions(program, {(main, 1, False): "main_fw", (main, -1, True): "main_bwa"},
                                cls, activity=act)
     # LANE_OPTIONS (tangent.py): O3 vectorizes each row's loop over the lanes; no
