@@ -341,6 +341,41 @@ def test_one_failing_lane_sends_its_group_to_the_scalar_path_which_reports_its_r
     assert (groups, bails, bad) == (2, 1, [W + 5])
 
 
+# the same for the int and fixed forms (review of eec3c4c/5a108b0: they keep their checks; a
+# failed TRY leaves its word 0 and the lane computes on): one lane's int division or modulo by
+# zero, fixed division by zero, a float too large for an int, in a cell nothing reads, with a
+# shared input beside the batched ones
+QUIET_INT_TRAP = """
+.fixed 20
+input x: float = 1.0
+input d: int = 1
+input e: fixed = 1.0
+input k: int = 7
+output y: float
+global g: int
+global h: fixed
+func main() {
+    OP
+    y += x * x
+}
+"""
+
+
+@pytest.mark.parametrize("op,row", [("g += k / d", {"d": 0}), ("g += k % d", {"d": 0}),
+                                    ("h += e / e", {"e": 0.0}), ("g += int(x)", {"x": 1e19})],
+                         ids=["int-divide-by-zero", "int-mod-by-zero", "fixed-divide-by-zero",
+                              "float-to-int-range"])
+def test_one_failing_int_or_fixed_lane_sends_its_group_to_the_scalar_path(op, row):
+    prog = rvm.assemble(QUIET_INT_TRAP.replace("OP", op))
+    B = 3 * W
+    inputs = {"x": np.linspace(1.0, 2.0, B), "d": np.arange(B) % 3 + 1,
+              "e": np.linspace(0.5, 1.5, B), "k": 7}
+    for name, v in row.items():
+        inputs[name][W + 5] = v                           # one lane of the second group
+    groups, bails, bad = batch_vs_single(prog, "y", "x", inputs, B)
+    assert (groups, bails, bad) == (2, 1, [W + 5])
+
+
 # t, a local in a register, ends as a rounding residue (not zero) in the lane whose x is 0.1:
 # the return's frame check reads it from its lanes' register and gives up the group
 RESIDUE = """
