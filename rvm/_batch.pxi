@@ -511,8 +511,7 @@ cdef class FlatCall:
     cdef int _load_x(self, object x, str what) except -1:
         """x (a vector of the n wrt cells' values) into the start state's words."""
         cdef cnp.ndarray xa
-        if type(x) is cnp.ndarray and cnp.PyArray_TYPE(<cnp.ndarray>x) == cnp.NPY_DOUBLE and \
-                (<cnp.ndarray>x).ndim == 1 and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>x):
+        if _f64(x):
             xa = <cnp.ndarray>x
         else:
             xa = np.ascontiguousarray(x, dtype=np.float64)
@@ -547,11 +546,9 @@ cdef class FlatCall:
         cdef cnp.ndarray oa
         if out is None:
             return cnp.PyArray_EMPTY(1, &dn, cnp.NPY_DOUBLE, 0)
-        if not (type(out) is cnp.ndarray and cnp.PyArray_TYPE(<cnp.ndarray>out) ==
-                cnp.NPY_DOUBLE and (<cnp.ndarray>out).ndim == 1 and
-                (<cnp.ndarray>out).shape[0] == n and
-                cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>out)):
-            raise ValueError(f"{what}: out must be a contiguous float64 vector of {n}")
+        if not (_f64_out(out, 1) and (<cnp.ndarray>out).shape[0] == n):
+            raise ValueError(f"{what}: out must be a contiguous float64 vector of {n} "
+                             "(writeable, in this machine's byte order)")
         return <cnp.ndarray>out
 
     def hvp(self, x, v, out=None):
@@ -592,14 +589,12 @@ cdef class FlatCall:
         if out is None:
             dims[0] = dims[1] = n
             oa = PyArray_EMPTY(2, dims, cnp.NPY_DOUBLE, 0)
-        elif type(out) is cnp.ndarray and cnp.PyArray_TYPE(<cnp.ndarray>out) == \
-                cnp.NPY_DOUBLE and (<cnp.ndarray>out).ndim == 2 and \
-                (<cnp.ndarray>out).shape[0] == n and (<cnp.ndarray>out).shape[1] == n and \
-                cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>out):
+        elif _f64_out(out, 2) and (<cnp.ndarray>out).shape[0] == n and \
+                (<cnp.ndarray>out).shape[1] == n:
             oa = <cnp.ndarray>out
         else:
             raise ValueError(f"hessian_flat: out must be a C-contiguous float64 array of "
-                             f"shape ({n}, {n})")
+                             f"shape ({n}, {n}) (writeable, in this machine's byte order)")
         if self.eye is None:
             self.eye = np.eye(n)
             self.rows = np.zeros((n, n))

@@ -128,6 +128,23 @@ cdef void keycache_clear(KeyCache* kc) noexcept:
         kc.key[i] = NULL
 
 
+cdef inline bint _f64(object x) noexcept:
+    """x is a C-contiguous float64 vector in this machine's byte order: its bytes are the
+    doubles (an array in the other byte order has the float64 type number too)."""
+    return type(x) is cnp.ndarray and cnp.PyArray_TYPE(<cnp.ndarray>x) == cnp.NPY_DOUBLE and \
+        cnp.PyArray_ISNOTSWAPPED(<cnp.ndarray>x) and (<cnp.ndarray>x).ndim == 1 and \
+        cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>x)
+
+
+cdef inline bint _f64_out(object out, int ndim) noexcept:
+    """out can take doubles written through its data pointer: a writeable C-contiguous
+    float64 array of ndim dimensions in this machine's byte order."""
+    return type(out) is cnp.ndarray and cnp.PyArray_TYPE(<cnp.ndarray>out) == cnp.NPY_DOUBLE \
+        and cnp.PyArray_ISNOTSWAPPED(<cnp.ndarray>out) and \
+        cnp.PyArray_ISWRITEABLE(<cnp.ndarray>out) and (<cnp.ndarray>out).ndim == ndim and \
+        cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>out)
+
+
 cdef int _store_inputs(VM* vm, dict values, dict cells, KeyCache* kc=NULL) except -1:
     """Write `values` ({global name: value}) into memory as Machine.write would, for the
     values that need no conversion beyond a word's bits: a Python float into a float scalar,
@@ -186,7 +203,8 @@ cdef int _store_inputs(VM* vm, dict values, dict cells, KeyCache* kc=NULL) excep
                 return 1
             a = <cnp.ndarray>v
             if a.ndim != 1 or a.shape[0] != n or not cnp.PyArray_IS_C_CONTIGUOUS(a) or \
-                    cnp.PyArray_TYPE(a) != (cnp.NPY_DOUBLE if kind == 2 else cnp.NPY_INT64):
+                    cnp.PyArray_TYPE(a) != (cnp.NPY_DOUBLE if kind == 2 else cnp.NPY_INT64) or \
+                    not cnp.PyArray_ISNOTSWAPPED(a):
                 return 1
             memcpy(vm.mem + addr, cnp.PyArray_DATA(a), n * sizeof(i64))
     return 0

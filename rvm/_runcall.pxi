@@ -305,8 +305,7 @@ cdef class RunFlat:
         if PyThread_get_thread_ident() != self.owner or core.run_fwd == NULL or \
                 vm.brk != NULL or vm.n_watch != 0 or vm.ad != 0:
             return None
-        if type(x) is cnp.ndarray and cnp.PyArray_TYPE(<cnp.ndarray>x) == cnp.NPY_DOUBLE and \
-                (<cnp.ndarray>x).ndim == 1 and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>x):
+        if _f64(x):
             xa = <cnp.ndarray>x
         else:
             xa = np.ascontiguousarray(x, dtype=np.float64)
@@ -315,13 +314,11 @@ cdef class RunFlat:
                              f"got shape {np.shape(x)}")
         if out is None:
             oa = cnp.PyArray_EMPTY(1, &d, cnp.NPY_DOUBLE, 0)
-        elif type(out) is cnp.ndarray and cnp.PyArray_TYPE(<cnp.ndarray>out) == \
-                cnp.NPY_DOUBLE and (<cnp.ndarray>out).ndim == 1 and \
-                (<cnp.ndarray>out).shape[0] == self.m and \
-                cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>out):
+        elif _f64_out(out, 1) and (<cnp.ndarray>out).shape[0] == self.m:
             oa = <cnp.ndarray>out
         else:
-            raise ValueError(f"flat: out must be a contiguous float64 vector of {self.m}")
+            raise ValueError(f"flat: out must be a contiguous float64 vector of {self.m} "
+                             "(writeable, in this machine's byte order)")
         memcpy(_ptr(self.words_in) + self.nd, cnp.PyArray_DATA(xa), self.n * sizeof(double))
         core._reset(False)
         _scatter(vm.mem, _ptr(self.addrs), _ptr(self.words_in), self.nd + self.n)
@@ -482,8 +479,7 @@ cdef class HvpCall(HessCall):
                 if type(x) is not cnp.ndarray:
                     return None
                 a = <cnp.ndarray>x
-                if cnp.PyArray_TYPE(a) != cnp.NPY_DOUBLE or a.ndim != 1 or \
-                        a.shape[0] != size or not cnp.PyArray_IS_C_CONTIGUOUS(a):
+                if not _f64(a) or a.shape[0] != size:
                     return None
                 memcpy(sd + at, cnp.PyArray_DATA(a), size * sizeof(double))
         if self.passes(inputs) != 0:
@@ -561,8 +557,7 @@ cdef class JvpCall:
                 if type(x) is not cnp.ndarray:
                     return None
                 a = <cnp.ndarray>x
-                if cnp.PyArray_TYPE(a) != cnp.NPY_DOUBLE or a.ndim != 1 or \
-                        a.shape[0] != size or not cnp.PyArray_IS_C_CONTIGUOUS(a):
+                if not _f64(a) or a.shape[0] != size:
                     return None
                 memcpy(vm.tan + addr, cnp.PyArray_DATA(a), size * sizeof(double))
         if core.tangent_run() != 0 or vm.ev_release != 0:

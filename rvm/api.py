@@ -303,8 +303,10 @@ class RunFn:
             self._owner = me
         m_out = sum(g.size for g in self._out)
         if out is not None and not (isinstance(out, np.ndarray) and out.dtype == np.float64
-                                    and out.shape == (m_out,) and out.flags.c_contiguous):
-            raise ValueError(f"flat: out must be a contiguous float64 vector of {m_out}")
+                                    and out.shape == (m_out,) and out.flags.c_contiguous
+                                    and out.flags.writeable):
+            raise ValueError(f"flat: out must be a contiguous float64 vector of {m_out} "
+                             "(writeable, in this machine's byte order)")
         res = out if out is not None else np.empty(m_out)
         if me != self._owner:
             words = run(self.program, values)

@@ -309,3 +309,72 @@ def test_the_gradient_sweep_clears_every_frame_adjoint_it_reads(wrt):
             got = f(dict(inp))
             assert {k: np.float64(v).tobytes() for k, v in got.items()} == want, (inp, junk)
             assert f.fast_grad is not None and core.native_bails == bails, (inp, junk)
+
+
+# A numpy array in the other byte order ('>f8', '>i8' on this machine) has the float64 or
+# int64 type number too: the C stores copied its bytes as the machine's words, so every call
+# that reads an input, direction or flat vector in C computed on garbage, silently (and the
+# general path's Machine.reset stores through the same C).  An `out` that is read-only or in
+# the other byte order was written as native words.
+SWAPPED = """\
+input x: float[3] = [1.0, 2.0, 3.0]
+input k: int[2] = [1, 2]
+output y: float
+func main() {
+    for i in 0..len(x) {
+        y += x[i] * x[i] * x[i]
+    }
+    y += float(k[0] + k[1])
+}
+"""
+
+
+def test_arrays_in_the_other_byte_order_and_read_only_outs():
+    prog = rvm.assemble(SWAPPED)
+    other = ">" if np.little_endian else "<"
+    xs = [np.array([0.5, -1.0, 2.0]), np.array([1.5, 0.25, -3.0])]
+    k = np.array([3, 4])
+
+    def sw(a):
+        return a.astype(a.dtype.newbyteorder(other))
+
+    m = rvm.Machine(prog)
+    m.reset({"x": sw(xs[0]), "k": sw(k)})
+    m.run()
+    assert m.outputs()["y"] == 0.125 - 1.0 + 8.0 + 7.0
+    for x in xs + xs:                                   # the repeated calls are C
+        assert rvm.run(prog, {"x": sw(x), "k": sw(k)}).outputs == \
+            rvm.run(prog, {"x": x, "k": k}).outputs
+        want_g = 3 * x * x
+        assert rvm.grad(prog, "y", "x", {"x": sw(x)})["x"].tobytes() == want_g.tobytes()
+        assert rvm.grad(prog, "y", "x", {"x": sw(x)}, check_ancillas=False)["x"].tobytes() == \
+            want_g.tobytes()
+        h = rvm.hessian(prog, "y", ["x"], {"x": sw(x)})
+        assert h.tobytes() == np.diag(6 * x).tobytes()
+        v = np.array([1.0, 0.5, -2.0])
+        assert rvm.hvp(prog, "y", ["x"], {"x": sw(v)}, {"x": x})["x"].tobytes() == \
+            (6 * x * v).tobytes()
+        assert rvm.jvp(prog, {"x": x}, {"x": sw(v)})["y"] == np.dot(3 * x * x, v)
+    f = rvm.grad_fn(prog, of="y", wrt="x", native=True)
+    rf = rvm.run_fn(prog, ["x"], ["y"], native=True)
+    for x in xs + xs:
+        want = f.flat(x)
+        assert f({"x": sw(x)})["x"].tobytes() == want[1].tobytes()
+        assert f.flat(sw(x))[1].tobytes() == want[1].tobytes()
+        assert f.hvp_flat(sw(x), sw(v))[1].tobytes() == f.hvp_flat(x, v)[1].tobytes()
+        assert f.hessian_flat(sw(x))[1].tobytes() == f.hessian_flat(x)[1].tobytes()
+        assert f.jvp_flat(sw(x), sw(v)) == f.jvp_flat(x, v)
+        assert rf.flat(sw(x)).tobytes() == rf.flat(x).tobytes()
+    x = xs[0]
+    for bad in (sw(np.zeros(3)), np.frombuffer(bytes(24))):
+        with pytest.raises(ValueError, match="out must be"):
+            f.flat(x, bad)
+        with pytest.raises(ValueError, match="out must be"):
+            f.hvp_flat(x, v, bad)
+    for bad in (sw(np.zeros((3, 3))), np.frombuffer(bytes(72)).reshape(3, 3)):
+        with pytest.raises(ValueError, match="out must be"):
+            f.hessian_flat(x, bad)
+    with pytest.raises(ValueError, match="out must be"):
+        rf.flat(x, np.frombuffer(bytes(8)))
+    with pytest.raises(ValueError, match="out must be"):
+        f.jacobian_flat(x, ["y"], np.frombuffer(bytes(24)).reshape(1, 3))

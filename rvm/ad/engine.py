@@ -201,6 +201,14 @@ def _wrt_list(wrt: str | Sequence[str]) -> list[str]:
     return [w.strip() for w in wrt]
 
 
+def _out_array(out: Any, shape: tuple[int, ...]) -> bool:
+    """out can take a flat call's results as the C calls write them: a writeable
+    C-contiguous float64 array of `shape` in this machine's byte order (np.float64 compares
+    unequal to the other byte order's dtype)."""
+    return isinstance(out, np.ndarray) and out.dtype == np.float64 and out.shape == shape and \
+        out.flags.c_contiguous and out.flags.writeable
+
+
 def _loss_name(of: Any) -> None:
     """A TypeError unless `of` is a global's name (or None where no loss is asked)."""
     if of is not None and not isinstance(of, str):
@@ -997,6 +1005,9 @@ class GradFn(_core.GradFnBase):
     def _flat_general(self, x: Any, out: np.ndarray | None = None) -> tuple[float, np.ndarray]:
         inputs = self._flat_dict(x, "flat")
         n = self.runner.n
+        if out is not None and not _out_array(out, (n,)):
+            raise ValueError(f"flat: out must be a contiguous float64 vector of {n} "
+                             "(writeable, in this machine's byte order)")
         g = self(inputs)
         res = out if out is not None else np.empty(n)
         res[:] = np.concatenate([np.atleast_1d(g[c.name]).ravel() for c in self.runner.wrt]) \
@@ -1018,10 +1029,10 @@ class GradFn(_core.GradFnBase):
         n = self.runner.n
         if out is None:
             out = np.empty((len(names), n))
-        elif not (isinstance(out, np.ndarray) and out.dtype == np.float64 and
-                  out.shape == (len(names), n) and out.flags.c_contiguous):
+        elif not _out_array(out, (len(names), n)):
             raise ValueError(f"jacobian_flat: out must be a C-contiguous float64 array of "
-                             f"shape ({len(names)}, {n})")
+                             f"shape ({len(names)}, {n}) (writeable, in this machine's byte "
+                             "order)")
         rows = self.__dict__.setdefault("_rows_calls", {})
         call = rows.get(names)
         if call is None:
@@ -1073,13 +1084,12 @@ class GradFn(_core.GradFnBase):
         inputs = self._flat_dict(x, what)
         vd = self._flat_dict(v, what, "v") if kind != 1 else None
         n = self.runner.n
-        if kind == 1 and out is not None and (not isinstance(out, np.ndarray) or
-                                              out.shape != (n, n) or out.dtype != np.float64):
+        if kind == 1 and out is not None and not _out_array(out, (n, n)):
             raise ValueError(f"hessian_flat: out must be a C-contiguous float64 array of "
-                             f"shape ({n}, {n})")
-        if kind == 0 and out is not None and (not isinstance(out, np.ndarray) or
-                                              out.shape != (n,) or out.dtype != np.float64):
-            raise ValueError(f"hvp_flat: out must be a contiguous float64 vector of {n}")
+                             f"shape ({n}, {n}) (writeable, in this machine's byte order)")
+        if kind == 0 and out is not None and not _out_array(out, (n,)):
+            raise ValueError(f"hvp_flat: out must be a contiguous float64 vector of {n} "
+                             "(writeable, in this machine's byte order)")
         if self._first:
             self(inputs)                    # the first call: the ancilla and path checks
         choice = False if self._native.startswith("off") else self._choice
