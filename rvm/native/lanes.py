@@ -21,8 +21,9 @@ the checks on addresses (bounds, alias, call arguments) are made once, and those
 interval analysis proves (rvm/native/intervals.py) are left out, as in the scalar code: each
 function checks what the analysis starts from at entry in every lane (guards), and a check
 the analysis narrows on or decides (an int assert on a cell it follows or on two constants,
-Intervals.reads; a zero check of a cell it follows) gives up at once where a lane fails it.  A check on a lane's data (an arithmetic trap, a cell that must be
-zero, an assertion) sets the lane's bad_ word, which the function reads at every taken
+Intervals.reads; a zero check of a cell it follows) gives up at once where a lane fails it.
+A check on a lane's data (an arithmetic trap, a cell that must be zero, an assertion) sets
+the lane's bad_ word, which the function reads at every taken
 jump and at its return, and gives up there (until then the lane computes on: every address
 is still checked and a loop still ends).  The caller then runs each row of the group through
 the scalar native code (rvm/_batch.pxi: grad_group, grad_row), which reports a row's trap as
