@@ -250,3 +250,82 @@ def test_a_large_batch_starts_the_build_and_later_batches_take_the_lanes(monkeyp
     second = rvm.run_batch(prog, {"x": x})
     assert lane_counts(prog)[0] == 64 // W
     assert first["y"].tobytes() == second["y"].tobytes()
+
+
+# Backward runs from ends no forward run reaches, each failing one kind of check in some
+# lanes: the ancilla t is zero at the start only where d == a; the fi condition d > 0 holds
+# backward where a > 0 does not (a come-from check); k indexes x[k] after the asserts the
+# intervals narrow on, which run backward only after the access; n bounds a loop backward.
+ANCILLA = """
+inout a: int
+inout d: int
+inout x: float
+func main() {
+    local t: int = 0
+    t += a
+    swap t, d
+    x += 1.5
+    delocal t = a
+}
+"""
+
+COME_FROM = """
+inout a: int
+inout d: int
+inout x: float
+func main() {
+    if a > 0 {
+        inc d
+        x += 2.0
+    } fi d > 0
+}
+"""
+
+INDEX = """
+inout k: int = 1
+inout x: float[4] = [1.0, 2.0, 3.0, 4.0]
+output y: float
+func main() {
+    assert k >= 0
+    assert k < 4
+    y += x[k] * 2.0
+    k += 1
+    x[k - 1] += 0.5
+}
+"""
+
+BOUND = """
+inout n: int = 3
+inout x: float[8]
+output s: float
+func main() {
+    for i in 0..n {
+        s += x[i]
+        x[i] += 1.0
+    }
+}
+"""
+
+
+@pytest.mark.parametrize("text,good,name,wrong,f", [
+    (ANCILLA, {"a": 3, "d": 3}, "d", [4, -3, 2**63 - 1], "x"),
+    (COME_FROM, {"a": 1, "d": 1}, "a", [0, -2**63], "x"),
+    (INDEX, {"k": 2, "x": [1.0, 2.0, 3.0, 4.0]}, "k", [5, 4, -1, 2**62, -2**63], "y"),
+    (BOUND, {"n": 3, "x": np.arange(8.0)}, "n", [9, -1, 8, 2**63 - 1], "s"),
+], ids=["ancilla", "come-from", "index", "loop-bound"])
+def test_backward_rows_from_ends_no_forward_run_reaches(text, good, name, wrong, f):
+    """One lane of a group with a wrong end (its group gives up, that row is reported with its
+    single run's error, the others bit for bit), then every row of a group and the remainder
+    (B = 2W + 1), with an int at the int64 limits where an index or a count reads it."""
+    prog = rvm.assemble(text)
+    B = 2 * W + 1
+    floats = {f: np.linspace(-2.0, 6.0, B)}         # every row's own float: lanes that differ
+    for w in wrong:
+        for rows in ([W + 3], list(range(W)) + [2 * W]):
+            col = np.full(B, good[name], dtype=np.int64)
+            col[rows] = w
+            values = {**{k: v for k, v in good.items() if k != name}, **floats, name: col}
+            groups, bails, bad = batch_vs_single(prog, values, B, reverse=True)
+            assert groups + bails == 2 and (len(rows) > 1 or (groups, bails) == (1, 1)), \
+                (w, rows, groups, bails, bad)
+    assert batch_vs_single(prog, {**good, **floats}, B, reverse=True)[:2] == (2, 0)
