@@ -524,6 +524,20 @@ cdef class FlatCall:
         memcpy(_ptr(self.words_in) + self.nd, cnp.PyArray_DATA(xa), self.n * sizeof(double))
         return 0
 
+    cdef cnp.ndarray _load_v(self, object v, str what):
+        """v (a vector of the n wrt cells' tangents) as a contiguous float64 vector: v itself
+        when it is one in the machine's byte order (_f64: no conversion call), else
+        np.ascontiguousarray's copy."""
+        cdef cnp.ndarray va
+        if _f64(v):
+            va = <cnp.ndarray>v
+        else:
+            va = np.ascontiguousarray(v, dtype=np.float64)
+        if va.ndim != 1 or va.shape[0] != self.n:
+            raise ValueError(f"{what}: v must be a vector of {self.n} values (the wrt "
+                             f"cells), got shape {np.shape(v)}")
+        return va
+
     cdef bint _retraced(self):
         """After a pass: the way back retraced the run (step count 0, every cell that never
         rounds restored); else the general path runs and raises PathDivergence."""
@@ -556,14 +570,14 @@ cdef class FlatCall:
         the wrt cells' order, H v into `out` if given); None for the general path (no
         native tangent modes on the core, a trap, a path that did not retrace, a
         non-finite value)."""
+        return self._hvp(x, v, out)
+
+    cdef object _hvp(self, object x, object v, object out):
         cdef cnp.ndarray va, oa
         if self.core.nat_fwd_t == NULL:
             return None
         self._load_x(x, "hvp_flat")
-        va = np.ascontiguousarray(v, dtype=np.float64)
-        if va.ndim != 1 or va.shape[0] != self.n:
-            raise ValueError(f"hvp_flat: v must be a vector of {self.n} values (the wrt "
-                             f"cells), got shape {np.shape(v)}")
+        va = self._load_v(v, "hvp_flat")
         oa = self._vec_out(out, "hvp_flat", self.n)
         if self.core._tangent_rows(self.of_addr, _NO_INPUTS, _NO_INPUTS, self.addrs,
                                    self.words_in, self.wrt_addrs, self.g, self.words,
@@ -578,6 +592,9 @@ cdef class FlatCall:
         C-contiguous float64 (n, n) array, if given): the passes of rvm.hessian (the identity's
         rows as tangents, the lane modes many at once) in one core call; None for the
         general path, as hvp."""
+        return self._hessian(x, out)
+
+    cdef object _hessian(self, object x, object out):
         cdef cnp.npy_intp dims[2]
         cdef cnp.ndarray oa
         cdef double* src
@@ -615,6 +632,9 @@ cdef class FlatCall:
         """(loss, the loss's tangent) at x for the tangent v of the wrt cells: one native
         forward run with tangents, as rvm.jvp; None for the general path (no native tangent
         modes, a trap, a tangent released nonzero, a non-finite tangent)."""
+        return self._jvp(x, v)
+
+    cdef object _jvp(self, object x, object v):
         cdef Core core = self.core
         cdef VM* vm = &core.vm
         cdef cnp.ndarray va
@@ -626,17 +646,14 @@ cdef class FlatCall:
                 vm.n_watch != 0:
             return None
         self._load_x(x, "jvp_flat")
-        va = np.ascontiguousarray(v, dtype=np.float64)
-        if va.ndim != 1 or va.shape[0] != self.n:
-            raise ValueError(f"jvp_flat: v must be a vector of {self.n} values (the wrt "
-                             f"cells), got shape {np.shape(v)}")
+        va = self._load_v(v, "jvp_flat")
         vm.ad = _AD_TAN
         core._reset(False)                  # (the duals too)
         _scatter(vm.mem, _ptr(self.addrs), _ptr(self.words_in), self.addrs.shape[0])
         wa, vd = _ptr(self.wrt_addrs), <double*>cnp.PyArray_DATA(va)
         for i in range(self.n):
             vm.tan[wa[i]] = vd[i]
-        if core.tangent_run() != 0 or vm.ev_release != 0:
+        if core._tangent_run() != 0 or vm.ev_release != 0:
             return None
         t = vm.tan[self.of_addr]
         if not isfinite(t):

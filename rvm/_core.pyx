@@ -132,6 +132,26 @@ cdef inline int _gather_runs(double* out, const double* src, const i64* runs,
     return 0
 
 
+cdef inline int _gather(double* g, const double* adj, const i64* wa, i64 n, double* t,
+                        const double* adjt) noexcept nogil:
+    """g[i] = adj[wa[i]] (and t[i] = adjt[wa[i]] when t is not NULL) for i < n, stopping
+    after the first value that is not finite (returns 1 then, else 0): _gradient's loop with
+    the arrays in locals (not read again through the machine after each store)."""
+    cdef i64 i
+    cdef double x
+    for i in range(n):
+        x = adj[wa[i]]
+        g[i] = x
+        if not isfinite(x):
+            return 1
+        if t != NULL:
+            x = adjt[wa[i]]
+            t[i] = x
+            if not isfinite(x):
+                return 1
+    return 0
+
+
 cdef int _pending_exception() except -1:
     """Raise the exception a signal handler left set (a poll inside a nested run)."""
     return -1
@@ -800,7 +820,7 @@ cdef class Core:
         vm.nest_stop = 0
         vm.nest_pc = -1
         if self._duals is not None:
-            self.clear_duals()
+            self._clear_duals()
         vm.steps = vm.peak_sp = vm.peak_frame = vm.peak_depth = 0
         vm.status = _S_END if at_end else _S_START
         vm.D = -1 if at_end else 1
@@ -981,7 +1001,7 @@ cdef class Core:
             _row_start(vm, _ptr(self.static_image), _ptr(def_addrs), _ptr(def_words),
                        def_addrs.shape[0], NULL, NULL, 0, 0 if native else 2, False)
         vm.grad_clean = 1                   # from here on only runs write memory
-        if _store_inputs(vm, inputs, input_cells, kc) != 0:
+        if inputs and _store_inputs(vm, inputs, input_cells, kc) != 0:
             return 1
         if self._snap_full:
             memcpy(ws, vm.mem, nw * sizeof(i64))
@@ -1026,14 +1046,9 @@ cdef class Core:
             self._words_ok = words
             self._steps_ok = vm.steps
             return 0
-        for i in range(wrt_addrs.shape[0]):
-            g[i] = vm.adj[wa[i]]
-            if not isfinite(g[i]):
-                return 1
-            if hvp and lanes == 0:
-                tan_out[i] = vm.adjt[wa[i]]
-                if not isfinite(vm.adjt[wa[i]]):
-                    return 1
+        if _gather(g, vm.adj, wa, wrt_addrs.shape[0],
+                   tan_out if hvp and lanes == 0 else NULL, vm.adjt) != 0:
+            return 1
         self._words_ok = words
         self._steps_ok = vm.steps
         return 0
@@ -1303,6 +1318,10 @@ cdef class Core:
         at the end as the interpreter's run leaves it, with its tangents and released-tangent
         events.  Returns 0, or 1 when the caller must reset and run the interpreter (no native
         code, not at the start, a breakpoint or watch, anything the interpreter traps on)."""
+        return self._tangent_run()
+
+    cdef int _tangent_run(self) except -1:
+        """tangent_run, as a C call (FlatCall.jvp: no method lookup)."""
         cdef VM* vm = &self.vm
         cdef NativeState st
         cdef int rc
@@ -1359,6 +1378,9 @@ cdef class Core:
     def clear_duals(self) -> None:
         """Zero the duals of the static cells, the frame region and the value stack used
         since the last reset, and the event counters."""
+        self._clear_duals()
+
+    cdef void _clear_duals(self) noexcept:
         cdef VM* vm = &self.vm
         cdef i64 used, ns
         if self._duals is not None:

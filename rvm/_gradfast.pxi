@@ -114,11 +114,11 @@ cdef class GradFnBase:
                 kind != 1 or self.lanes_settled or (<FlatCall>self.flat_call).n <= 1 or
                 (<FlatCall>self.flat_call).core.nat_fwd_vt != NULL):
             if kind == 0:
-                r = (<FlatCall>self.flat_call).hvp(x, v, out)
+                r = (<FlatCall>self.flat_call)._hvp(x, v, out)
             elif kind == 1:
-                r = (<FlatCall>self.flat_call).hessian(x, out)
+                r = (<FlatCall>self.flat_call)._hessian(x, out)
             else:
-                r = (<FlatCall>self.flat_call).jvp(x, v)
+                r = (<FlatCall>self.flat_call)._jvp(x, v)
             if r is not None:
                 return r
         return self._flat_tangent_general(kind, x, v, out)

@@ -275,24 +275,38 @@ cdef class RunFlat:
     and the float output cells' words given back as one, by the native code: call(x, out) ->
     the output vector, or None when the general path must run (another thread, no native
     code on the machine, a breakpoint or watch, a run the native code hands back: a trap,
-    which the general path's interpreted run reports)."""
+    which the general path's interpreted run reports).  flat(x, out) is RunFn.flat's call
+    once this object exists: this call, else `general(x, out)` (RunFn._flat_general), with
+    no Python frame between the caller and the C call."""
     cdef Core core
     cdef unsigned long owner
     cdef i64 nd, n, m
     cdef cnp.ndarray addrs, words_in, out_addrs
+    cdef i64 in_run                        # the input cells' first address when consecutive
+    cdef object general
 
     def __init__(self, Core core, cnp.ndarray def_addrs, cnp.ndarray def_words,
-                 cnp.ndarray in_addrs, cnp.ndarray out_addrs):
+                 cnp.ndarray in_addrs, cnp.ndarray out_addrs, general=None):
         self.core = core
+        self.general = general
         self.owner = PyThread_get_thread_ident()
         self.nd, self.n, self.m = def_addrs.shape[0], in_addrs.shape[0], out_addrs.shape[0]
         self.addrs = np.ascontiguousarray(np.concatenate([def_addrs, in_addrs]), dtype=np.int64)
         self.words_in = np.zeros(self.nd + self.n, dtype=np.int64)
         self.words_in[:self.nd] = def_words
         self.out_addrs = np.ascontiguousarray(out_addrs, dtype=np.int64)
+        self.in_run = int(in_addrs[0]) if self.n and \
+            (np.diff(in_addrs) == 1).all() else -1
 
     def __call__(self, x, out=None):
         return self.call(x, out)
+
+    def flat(self, x, out=None):
+        """The output cells' values after a forward run from the input cells' values x."""
+        cdef object r = self.call(x, out)
+        if r is None:
+            return self.general(x, out)
+        return r
 
     cdef object call(self, object x, object out):
         cdef Core core = self.core
@@ -319,9 +333,14 @@ cdef class RunFlat:
         else:
             raise ValueError(f"flat: out must be a contiguous float64 vector of {self.m} "
                              "(writeable, in this machine's byte order)")
-        memcpy(_ptr(self.words_in) + self.nd, cnp.PyArray_DATA(xa), self.n * sizeof(double))
         core._reset(False)
-        _scatter(vm.mem, _ptr(self.addrs), _ptr(self.words_in), self.nd + self.n)
+        if self.in_run >= 0:                # the defaults, then x's words in one copy
+            _scatter(vm.mem, _ptr(self.addrs), _ptr(self.words_in), self.nd)
+            memcpy(vm.mem + self.in_run, cnp.PyArray_DATA(xa), self.n * sizeof(double))
+        else:
+            memcpy(_ptr(self.words_in) + self.nd, cnp.PyArray_DATA(xa),
+                   self.n * sizeof(double))
+            _scatter(vm.mem, _ptr(self.addrs), _ptr(self.words_in), self.nd + self.n)
         if core._native_run(1 << 62) != 0:
             return None
         oaddr, ow = _ptr(self.out_addrs), <i64*>cnp.PyArray_DATA(oa)

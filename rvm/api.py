@@ -325,7 +325,11 @@ class RunFn:
                                         np.array([g.addr + k for g in self._in
                                                   for k in range(g.size)], dtype=np.int64),
                                         np.array([g.addr + k for g in self._out
-                                                  for k in range(g.size)], dtype=np.int64))
+                                                  for k in range(g.size)], dtype=np.int64),
+                                        self._flat_general)
+                # from here on f.flat is the C method itself (no Python frame per call);
+                # it falls back to _flat_general as this method does
+                self.__dict__["flat"] = self._flat.flat
         if m_out:
             res[:] = np.concatenate(vals)
         return res

@@ -2,6 +2,7 @@
 f.wrt_cells gives the dict call's loss and gradient bit for bit, native or interpreted."""
 from __future__ import annotations
 
+import re
 import threading
 import time
 
@@ -102,6 +103,35 @@ def test_flat_tangent_forms_are_the_dict_calls(native):
         f.jvp_flat(x[:9], v)
     with pytest.raises(ValueError, match=r"shape \(10, 10\)"):
         f.hessian_flat(x, np.empty((10, 9)))
+
+
+
+def test_flat_tangent_vectors_in_any_form():
+    """hvp_flat and jvp_flat take v as a list, a strided view, an int, float32 or byte-swapped
+    array or a contiguous float64 vector in the machine's byte order (taken as it is, with
+    no conversion call), with the same results bit for bit, and refuse a v of another shape
+    with the same error."""
+    prog = rvm.assemble("programs/umm.rasm")
+    f = rvm.grad_fn(prog, of="loss", wrt="x,theta", native=True)
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal(10)
+    v = np.arange(1, 11, dtype=np.float64)
+    want_hv, want_t = f.hvp_flat(x, v)[1].copy(), f.jvp_flat(x, v)[1]
+    assert f.runner.core.native_tangent
+    wide = np.zeros(20)
+    wide[::2] = v
+    for form in (v, list(v), wide[::2], v.astype(np.int64), v.astype(np.float32),
+                 v.astype(v.dtype.newbyteorder())):
+        for _ in range(3):
+            assert f.hvp_flat(x, form)[1].tobytes() == want_hv.tobytes()
+            assert f.jvp_flat(x, form)[1] == want_t
+    for bad in (v[:9], v.reshape(2, 5), np.float64(1.0)):
+        msg = re.escape(f"v must be a vector of 10 values (the wrt cells), got shape "
+                        f"{np.shape(bad)}")
+        with pytest.raises(ValueError, match=msg):
+            f.hvp_flat(x, bad)
+        with pytest.raises(ValueError, match=msg):
+            f.jvp_flat(x, bad)
 
 
 def test_flat_tangent_forms_on_another_thread():

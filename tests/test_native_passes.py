@@ -173,6 +173,27 @@ def test_run_fn_flat_is_rvm_run_flattened():
         rvm.run_fn(prog, ["nope"])
 
 
+
+def test_run_fn_flat_becomes_the_c_call():
+    """Once a RunFn's runs are native its `flat` is the C call's own method (no Python frame
+    per call), with the results, errors and fallback of RunFn.flat; a `flat` fetched before
+    the first call (the Python method) still gives the same."""
+    prog = rvm.assemble("programs/besselj_rec.rasm")
+    f = rvm.run_fn(prog, ["z"], ["out"], native=True)
+    early = f.flat
+    y = early(np.array([3.0]))
+    assert f.flat != early and f.flat.__self__ is f._flat
+    for z in (3.0, 0.25):
+        want = np.float64(rvm.run(prog, {"z": z}).outputs["out"]).tobytes()
+        assert f.flat([z]).tobytes() == early([z]).tobytes() == \
+            rvm.api.RunFn.flat(f, np.array([z])).tobytes() == want
+    assert y.tobytes() == f.flat(np.array([3.0])).tobytes()
+    with pytest.raises(ValueError, match="x must be a vector of 1"):
+        f.flat(np.array([1.0, 2.0]))
+    with pytest.raises(ValueError, match="out must be a contiguous float64 vector of 1"):
+        f.flat(np.array([1.0]), np.empty(2))
+
+
 def test_run_fn_traps_and_threads():
     text = """\
 inout x: float = 1.0
