@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from test_batch import SQRT
 from test_kernels import TABLE_BODIES, TABLE_POOLS
 from test_native import table_program
 
@@ -18,18 +19,6 @@ from rvm.native import lanes
 pytestmark = pytest.mark.skipif(native.compiler() is None, reason="no C compiler")
 
 W = lanes.W
-
-SQRT = """
-input x: float = 1.0
-input a: float = 2.0
-input n: int = 1
-output y: float
-func main() {
-    for i in 0..n {
-        y += a * sqrt(x)
-    }
-}
-"""
 
 # backward, d's rows come back through the value stack into c, which a then reads: c is
 # not one value in every lane (lanes.Uniform(back=True): a push run backward is a pop)
