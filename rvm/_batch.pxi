@@ -163,6 +163,48 @@ def _aligned(i64 n):
     return raw[off:off + n]
 
 
+cdef void lane_image(LaneGroup* lg, i64* image, i64 n_static, i64* da, i64* dw,
+                     i64 nd) noexcept nogil:
+    """lg.image: the static image with the shared (default) words dw at da, in every lane."""
+    cdef i64 W = lg.W, c, j
+    for c in range(n_static):
+        for j in range(W):
+            lg.image[c * W + j] = image[c]
+    for c in range(nd):
+        for j in range(W):
+            lg.image[da[c] * W + j] = dw[c]
+
+
+cdef void lane_start(VM* vm, LaneGroup* lg, i64* ra, i64* rw, i64 nr,
+                     NativeState* st) noexcept nogil:
+    """A group's start, shared by grad_group and run_group: the lane memory as lg.image with
+    the W rows' words rw at ra (row after row) and the frames a run before dirtied cleared,
+    and the native state st over the lane buffers."""
+    cdef i64 W = lg.W, j, k
+    cdef i64 ns = vm.n_static * W
+    cdef i64* M = lg.mem
+    memcpy(M, lg.image, ns * sizeof(i64))
+    if lg.dirty > ns:
+        memset(M + ns, 0, (lg.dirty - ns) * sizeof(i64))
+    for j in range(W):
+        for k in range(nr):
+            M[ra[k] * W + j] = rw[j * nr + k]
+    memset(st, 0, sizeof(NativeState))
+    st.mem = M
+    st.adj = lg.adj
+    st.n_mem = lg.cells
+    st.max_depth = vm.max_depth
+    st.pt_cap = vm.pt_cap
+    st.peak_ftop = vm.n_static + vm.fn_fsize[vm.main]
+    st.peak_depth = 1
+    st.stack = lg.stack
+    st.sadj = lg.sadj
+    st.stack_cap = lg.scap
+    st.rel_pc = -1
+    st.budget = 1 << 16
+    st.poll = native_poll
+
+
 cdef int grad_group(VM* vm, LaneGroup* lg, native_fn fwd, native_fn bwd, i64 of_addr,
                     i64* ra, i64* rw, i64 nr, i64* wa, i64 nwrt, double* g, i64* loss,
                     i64* status, i64 nw, i64* ex, i64 nex) noexcept nogil:
@@ -179,30 +221,11 @@ cdef int grad_group(VM* vm, LaneGroup* lg, native_fn fwd, native_fn bwd, i64 of_
     cdef double* A = lg.adj
     cdef double x
     cdef bint ok
-    memcpy(M, lg.image, ns * sizeof(i64))
-    if lg.dirty > ns:
-        memset(M + ns, 0, (lg.dirty - ns) * sizeof(i64))
     memset(A, 0, max(lg.dirty, ns) * sizeof(double))
     memset(lg.sadj, 0, lg.sdirty * sizeof(double))
-    for j in range(W):
-        for k in range(nr):
-            M[ra[k] * W + j] = rw[j * nr + k]
+    lane_start(vm, lg, ra, rw, nr, &st)
     for i in range(nex):                # the start words of the cells the retrace checks
         memcpy(lg.ws + ex[i] * W, M + ex[i] * W, W * sizeof(i64))
-    memset(&st, 0, sizeof(NativeState))
-    st.mem = M
-    st.adj = A
-    st.n_mem = lg.cells
-    st.max_depth = vm.max_depth
-    st.pt_cap = vm.pt_cap
-    st.peak_ftop = vm.n_static + vm.fn_fsize[vm.main]
-    st.peak_depth = 1
-    st.stack = lg.stack
-    st.sadj = lg.sadj
-    st.stack_cap = lg.scap
-    st.rel_pc = -1
-    st.budget = 1 << 16
-    st.poll = native_poll
     rc = fwd(&st)
     n_fwd = st.steps
     if rc == RVM_NATIVE_DONE:
@@ -243,29 +266,9 @@ cdef int run_group(VM* vm, LaneGroup* lg, native_fn f, i64* ra, i64* rw, i64 nr,
     some lane, buffers too small): its rows must run one by one; 2: a signal stopped it."""
     cdef NativeState st
     cdef i64 W = lg.W, j, k, rc
-    cdef i64 ns = vm.n_static * W
     cdef i64* M = lg.mem
     cdef i64* o
-    memcpy(M, lg.image, ns * sizeof(i64))
-    if lg.dirty > ns:
-        memset(M + ns, 0, (lg.dirty - ns) * sizeof(i64))
-    for j in range(W):
-        for k in range(nr):
-            M[ra[k] * W + j] = rw[j * nr + k]
-    memset(&st, 0, sizeof(NativeState))
-    st.mem = M
-    st.adj = lg.adj
-    st.n_mem = lg.cells
-    st.max_depth = vm.max_depth
-    st.pt_cap = vm.pt_cap
-    st.peak_ftop = vm.n_static + vm.fn_fsize[vm.main]
-    st.peak_depth = 1
-    st.stack = lg.stack
-    st.sadj = lg.sadj
-    st.stack_cap = lg.scap
-    st.rel_pc = -1
-    st.budget = 1 << 16
-    st.poll = native_poll
+    lane_start(vm, lg, ra, rw, nr, &st)
     rc = f(&st)
     lg.dirty = max(lg.dirty, min(st.peak_ftop, lg.cells) * W)
     if rc == RVM_NATIVE_STOPPED:
@@ -371,12 +374,7 @@ cdef class LaneRows:
         lanes = vm.n_static + vm.fn_fsize[vm.main] <= lg.cells
         with nogil:
             if lanes:                       # the start image with the defaults, in W lanes
-                for c in range(vm.n_static):
-                    for j in range(W):
-                        lg.image[c * W + j] = image[c]
-                for c in range(nd):
-                    for j in range(W):
-                        lg.image[da[c] * W + j] = dw[c]
+                lane_image(lg, image, vm.n_static, da, dw, nd)
             b0 = 0
             while b0 < B:
                 if lanes and b0 + W <= B:
@@ -443,12 +441,7 @@ cdef class LaneRows:
         lanes = vm.n_static + vm.fn_fsize[vm.main] <= lg.cells
         with nogil:
             if lanes:                       # the start image with the shared words, W lanes
-                for c in range(vm.n_static):
-                    for j in range(W):
-                        lg.image[c * W + j] = image[c]
-                for c in range(nd):
-                    for j in range(W):
-                        lg.image[da[c] * W + j] = dw[c]
+                lane_image(lg, image, vm.n_static, da, dw, nd)
             b0 = 0
             while b0 < B:
                 if lanes and b0 + W <= B:
