@@ -205,6 +205,14 @@ def _bind_run_call(program: Program, slot: oneshot.Slot) -> None:
                             junk(False), plan(True), plan(False), m.read_in, names)
 
 
+def out_array(out: Any, shape: tuple[int, ...]) -> bool:
+    """out can take a flat call's results as the C calls write them: a writeable
+    C-contiguous float64 array of `shape` in this machine's byte order (np.float64 compares
+    unequal to the other byte order's dtype)."""
+    return isinstance(out, np.ndarray) and out.dtype == np.float64 and out.shape == shape and \
+        out.flags.c_contiguous and out.flags.writeable
+
+
 class RunFn:
     """`rvm.run_fn(program, inputs, outputs)`: forward runs as a flat, array-in/array-out
     call, for loops and sweeps that call a program with the same cells again and again.
@@ -302,9 +310,7 @@ class RunFn:
         if self._owner is None:
             self._owner = me
         m_out = sum(g.size for g in self._out)
-        if out is not None and not (isinstance(out, np.ndarray) and out.dtype == np.float64
-                                    and out.shape == (m_out,) and out.flags.c_contiguous
-                                    and out.flags.writeable):
+        if out is not None and not out_array(out, (m_out,)):
             raise ValueError(f"flat: out must be a contiguous float64 vector of {m_out} "
                              "(writeable, in this machine's byte order)")
         res = out if out is not None else np.empty(m_out)

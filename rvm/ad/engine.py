@@ -42,6 +42,7 @@ from ..api import (
     batch_words,
     chunks,
     in_threads,
+    out_array,
     split_batch,
 )
 from ..errors import RVMError
@@ -199,14 +200,6 @@ def _wrt_list(wrt: str | Sequence[str]) -> list[str]:
             raise TypeError("wrt must be a global's name, names separated by commas or a "
                             f"sequence of names, not {wrt!r}")
     return [w.strip() for w in wrt]
-
-
-def _out_array(out: Any, shape: tuple[int, ...]) -> bool:
-    """out can take a flat call's results as the C calls write them: a writeable
-    C-contiguous float64 array of `shape` in this machine's byte order (np.float64 compares
-    unequal to the other byte order's dtype)."""
-    return isinstance(out, np.ndarray) and out.dtype == np.float64 and out.shape == shape and \
-        out.flags.c_contiguous and out.flags.writeable
 
 
 def _loss_name(of: Any) -> None:
@@ -1005,7 +998,7 @@ class GradFn(_core.GradFnBase):
     def _flat_general(self, x: Any, out: np.ndarray | None = None) -> tuple[float, np.ndarray]:
         inputs = self._flat_dict(x, "flat")
         n = self.runner.n
-        if out is not None and not _out_array(out, (n,)):
+        if out is not None and not out_array(out, (n,)):
             raise ValueError(f"flat: out must be a contiguous float64 vector of {n} "
                              "(writeable, in this machine's byte order)")
         g = self(inputs)
@@ -1029,7 +1022,7 @@ class GradFn(_core.GradFnBase):
         n = self.runner.n
         if out is None:
             out = np.empty((len(names), n))
-        elif not _out_array(out, (len(names), n)):
+        elif not out_array(out, (len(names), n)):
             raise ValueError(f"jacobian_flat: out must be a C-contiguous float64 array of "
                              f"shape ({len(names)}, {n}) (writeable, in this machine's byte "
                              "order)")
@@ -1084,10 +1077,10 @@ class GradFn(_core.GradFnBase):
         inputs = self._flat_dict(x, what)
         vd = self._flat_dict(v, what, "v") if kind != 1 else None
         n = self.runner.n
-        if kind == 1 and out is not None and not _out_array(out, (n, n)):
+        if kind == 1 and out is not None and not out_array(out, (n, n)):
             raise ValueError(f"hessian_flat: out must be a C-contiguous float64 array of "
                              f"shape ({n}, {n}) (writeable, in this machine's byte order)")
-        if kind == 0 and out is not None and not _out_array(out, (n,)):
+        if kind == 0 and out is not None and not out_array(out, (n,)):
             raise ValueError(f"hvp_flat: out must be a contiguous float64 vector of {n} "
                              "(writeable, in this machine's byte order)")
         if self._first:
