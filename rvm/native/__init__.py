@@ -62,6 +62,14 @@ class Native:
         return core.set_native_runs(self.lib, self.forward, self.run_backward)
 
 
+def _entries(lib, path, names: Iterable[str]) -> list[int]:
+    """The addresses of the loaded library's entry points `names`, once it is checked to be
+    built for this rvm (its ABI number); BuildError if not."""
+    if lib.rvm_native_abi() != ABI:
+        raise BuildError(f"{path}: built for another rvm (ABI {lib.rvm_native_abi()})")
+    return [ctypes.cast(getattr(lib, name), ctypes.c_void_p).value for name in names]
+
+
 def compile_program(program, wrt: Iterable[int] | None = None) -> Native:
     """Generate, build (or find in the cache) and load `program`'s native code.  wrt: the
     addresses of the only cells whose gradient its adjoint sweep must give (the sweep then
@@ -71,10 +79,8 @@ def compile_program(program, wrt: Iterable[int] | None = None) -> Native:
     t0 = time.perf_counter()
     cells = None if wrt is None else frozenset(int(a) for a in wrt)
     lib, path, built = build(generate(program, cells))
-    if lib.rvm_native_abi() != ABI:
-        raise BuildError(f"{path}: built for another rvm (ABI {lib.rvm_native_abi()})")
-    addr = [ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
-            for name in ("rvm_native_forward", "rvm_native_backward", "rvm_native_run_backward")]
+    addr = _entries(lib, path, ("rvm_native_forward", "rvm_native_backward",
+                                "rvm_native_run_backward"))
     return Native(lib, path, addr[0], addr[1], built, time.perf_counter() - t0, "gradient",
                   addr[2], wrt=cells)
 
@@ -95,11 +101,9 @@ def compile_tangent(program, wrt: Iterable[int] | None = None, lanes: bool = Tru
         lib, path, built = build(parts, for_cpu=(False, True))
     else:
         lib, path, built = build(parts[0])
-    if lib.rvm_native_abi() != ABI:
-        raise BuildError(f"{path}: built for another rvm (ABI {lib.rvm_native_abi()})")
     names = ("rvm_native_forward_t", "rvm_native_backward_at") + \
         (("rvm_native_forward_vt", "rvm_native_backward_vat") if lanes else ())
-    addr = [ctypes.cast(getattr(lib, name), ctypes.c_void_p).value for name in names] + [0, 0]
+    addr = _entries(lib, path, names) + [0, 0]
     return Native(lib, path, addr[0], addr[1], built, time.perf_counter() - t0, "tangent",
                   lanes=(addr[2], addr[3]), wrt=cells)
 
@@ -114,10 +118,7 @@ def compile_lanes(program) -> Native:
     built for this machine's CPU (its vector width)."""
     t0 = time.perf_counter()
     lib, path, built = build(lanes.generate(program), for_cpu=True, extra=lanes.FLAGS)
-    if lib.rvm_native_abi() != ABI:
-        raise BuildError(f"{path}: built for another rvm (ABI {lib.rvm_native_abi()})")
-    addr = [ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
-            for name in ("rvm_native_forward_w", "rvm_native_backward_wa")]
+    addr = _entries(lib, path, ("rvm_native_forward_w", "rvm_native_backward_wa"))
     return Native(lib, path, addr[0], addr[1], built, time.perf_counter() - t0, "lanes",
                   width=lib.rvm_lanes_width())
 
@@ -129,10 +130,8 @@ def compile_run_lanes(program, reverse: bool = False) -> Native:
     t0 = time.perf_counter()
     lib, path, built = build(lanes.generate(program, -1 if reverse else 1), for_cpu=True,
                              extra=lanes.FLAGS)
-    if lib.rvm_native_abi() != ABI:
-        raise BuildError(f"{path}: built for another rvm (ABI {lib.rvm_native_abi()})")
-    addr = ctypes.cast(lib.rvm_native_run_w, ctypes.c_void_p).value
-    return Native(lib, path, addr, 0, built, time.perf_counter() - t0, "run lanes",
+    addr = _entries(lib, path, ("rvm_native_run_w",))
+    return Native(lib, path, addr[0], 0, built, time.perf_counter() - t0, "run lanes",
                   width=lib.rvm_lanes_width())
 
 
