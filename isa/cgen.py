@@ -389,6 +389,13 @@ typedef struct rvm_ns {
     double* vtan; double* vadjt;        /* the lane modes: `lanes` tangents per cell (cell c's */
     double* vstan; double* vsadjt;      /* at c * lanes), and per value stack slot */
     int64_t lanes;
+    double* n_tan[3]; double* n_adj[3]; double* n_adjt[3];  /* derivative statements */
+    double* n_stan[3]; double* n_sadj[3]; double* n_sadjt[3];   /* (rvm/native/nested.py):
+                                           a dual set per nesting level (index 0 unused) */
+    int64_t nest, ad;                   /* the nesting level running, its mode (1 tangents,
+                                           2 adjoints: the interpreter's vm.ad) */
+    int64_t nest_steps;                 /* the nested runs' steps: in `steps`, not in the
+                                           machine's time t (a statement is one step of t) */
 } rvm_ns;
 /* an entry point: rvm_native_forward, rvm_native_backward (rvm_native_forward_t,
    rvm_native_backward_at: the tangent modes; rvm_native_forward_vt, rvm_native_backward_vat:

@@ -59,6 +59,7 @@ cdef void _row_state(VM* vm, NativeState* st) noexcept nogil:
     st.rel_pc = -1
     st.budget = 1 << 16
     st.poll = native_poll
+    native_nest(vm, st)
 
 
 cdef inline void _row_peaks(VM* vm, NativeState* st) noexcept nogil:
@@ -130,7 +131,7 @@ cdef int run_row(VM* vm, i64* image, native_fn f, i64* da, i64* dw, i64 nd, i64*
         return 1
     vm.sp = st.sp
     vm.steps = st.steps
-    vm.t = -st.steps if back else st.steps
+    vm.t = st.nest_steps - st.steps if back else st.steps - st.nest_steps
     vm.status = _S_START if back else _S_END
     vm.pc = vm.fn_begin[vm.main] if back else vm.fn_end[vm.main]
     memcpy(out, vm.mem, nw * sizeof(i64))

@@ -614,6 +614,9 @@ cdef class Core:
         st.stack_cap = vm.stack_cap
         st.peak_sp = vm.peak_sp
         st.steps = 0
+        st.rel_n = st.rel_pc = 0
+        st.rel_max = 0.0
+        native_nest(vm, st)
         rs.cap = budget
         rs.capped = 0
         try:
@@ -631,7 +634,7 @@ cdef class Core:
         vm.peak_sp = max(vm.peak_sp, st.peak_sp)
         vm.sp = st.sp
         vm.steps += n
-        vm.t += n * vm.D
+        vm.t += (n - st.nest_steps) * vm.D     # a derivative statement is one step of t
         vm.ftop = vm.n_static
         vm.ptop = vm.depth = vm.came = 0
         vm.status = _S_END if vm.D > 0 else _S_START

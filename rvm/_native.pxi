@@ -36,10 +36,35 @@ cdef extern from "_abi.h" nogil:
         double* vstan
         double* vsadjt
         i64 lanes
+        double* n_tan[3]      # derivative statements (rvm/native/nested.py): a dual set per
+        double* n_adj[3]      # nesting level (index 0 unused), the level running, its mode
+        double* n_adjt[3]     # and the nested runs' steps (in `steps`; t counts a statement 1)
+        double* n_stan[3]
+        double* n_sadj[3]
+        double* n_sadjt[3]
+        i64 nest
+        i64 ad
+        i64 nest_steps
 ctypedef i64 (*native_fn)(NativeState*) noexcept nogil     # rvm_native_fn
 
 cdef extern from "Python.h":
     int _check_signals "PyErr_CheckSignals" ()      # no Cython error check: poll reports it
+
+
+cdef inline void native_nest(VM* vm, NativeState* st) noexcept nogil:
+    """The native code's derivative statements: the machine's dual set per nesting level
+    (NULL in a program without statements), outside any nested run."""
+    cdef int k
+    for k in range(3):
+        st.n_tan[k] = vm.n_tan[k]
+        st.n_adj[k] = vm.n_adj[k]
+        st.n_adjt[k] = vm.n_adjt[k]
+        st.n_stan[k] = vm.n_stan[k]
+        st.n_sadj[k] = vm.n_sadj[k]
+        st.n_sadjt[k] = vm.n_sadjt[k]
+    st.nest = 0
+    st.ad = 0
+    st.nest_steps = 0
 
 
 cdef int native_poll(NativeState* st) noexcept with gil:

@@ -551,16 +551,8 @@ class Machine:
             self._native_built = e
 
     def _for_program(self) -> Any:
-        """rvm.native.for_program, refusing a program with derivative statements by name:
-        their nested runs have no native code (they stay interpreted, under the same step
-        cap and Ctrl-C as the rest of the run)."""
+        """rvm.native.for_program (derivative statements included: rvm/native/nested.py)."""
         from . import native
-        pcs = [pc for pc in range(len(self.program.code))
-               if OPS[int(self.program.code[pc, 0])].family in _DERIV_FAMILIES]
-        if pcs:
-            more = f" (and {len(pcs) - 1} more)" if len(pcs) > 1 else ""
-            raise native.Unsupported(f"{self._statement_text(pcs[0])}{more} has no native "
-                                     f"code: derivative statements run interpreted")
         return native.for_program(self.program)
 
     def compile(self) -> Any:

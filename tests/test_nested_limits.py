@@ -295,27 +295,22 @@ def test_rvm_run_max_steps_exit_code(tmp_path, capsys):
     assert err.startswith(f"rvm: {prog}:{STATEMENT_LINE}:5: StepLimit: the step limit of 5000 "
                           f"instructions is used up inside the nested runs of this derivative "
                           f"statement")
-    # --native: the statement is not covered by the native code; the run is interpreted
+    # --native: the native code runs the statement and gives up at the cap; the interpreter
+    # runs again and reports the same
+    first = err
     code = cli_main(["run", str(prog), "n=10000000", "--max-steps", "5000", "--native"])
-    err = capsys.readouterr().err
-    assert code == 4
-    assert err.startswith(f"rvm: note: running interpreted: the derivative statement at "
-                          f"{prog}:{STATEMENT_LINE}:5 (`g += grad f(x, n) wrt x`) has no native "
-                          f"code: derivative statements run interpreted\n")
-    assert "inside the nested runs of this derivative statement" in err
+    assert code == 4 and capsys.readouterr().err == first
     # with room: the values
     assert cli_main(["run", str(prog), "n=10", "--max-steps", "1000", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["outputs"] == {"g": 1.0, "y": 0.5}
 
 
-def test_native_code_refuses_a_statement_by_name():
-    from rvm.native import Unsupported
+def test_native_code_runs_two_levels_of_statements():
     m = rvm.Machine(_prog(NESTED2, "n2.rasm"))
-    with pytest.raises(Unsupported, match=r"^the derivative statement at n2.rasm:18:5 \(and 2 "
-                       r"more\) has no native code: derivative statements run interpreted$"):
-        m.compile()
-    with pytest.raises(Unsupported, match="derivative statement"):
-        rvm.Machine(_prog(), native=True)
+    m.compile()
+    m.reset({"n": 10})
+    m.run()
+    assert m.core.native_runs == 1 and m.read("h") == pytest.approx(36 * 0.5 ** 3, rel=1e-15)
 
 
 def test_saddle_and_particle_keep_their_values_with_a_cap():

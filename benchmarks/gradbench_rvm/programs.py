@@ -12,7 +12,8 @@ tool.py times that callable only.
 Modes: `primal`/`objective`/`cost` run the program forward (`Machine(native=True)`: native
 code); gradients are one adjoint sweep (`rvm.grad_fn`, native code);
 kmeans's gradient and Hessian diagonal are one tangent-over-adjoint sweep (`rvm.derivatives`
-with a direction, native code too)."""
+with a direction, native code too); saddle and particle are forward runs whose derivative
+statements run nested modes (native code too)."""
 from __future__ import annotations
 
 import dataclasses
@@ -350,11 +351,14 @@ def ba(function: str, inp: dict[str, Any], native: bool = True) -> Evaluation:
 NESTED_MODES = {"ff": (1, 1), "fr": (1, 0), "rf": (0, 1), "rr": (0, 0)}
 
 
-def _nested(name: str, inputs: dict[str, Any], function: str) -> Callable[[], Any]:
-    """A forward run of a nested-AD program (its derivatives are derivative statements, run
-    by the interpreter: native code does not cover them) in the variant `function`."""
+def _nested(name: str, inputs: dict[str, Any], function: str,
+            native: bool = True) -> Callable[[], Any]:
+    """A forward run of a nested-AD program (its derivatives are derivative statements: native
+    code, rvm/native/nested.py) in the variant `function`."""
     omode, imode = NESTED_MODES[function]
-    m = rvm.Machine(program(name), native=False)
+    m = rvm.Machine(program(name), native=native)
+    if native:
+        m.compile()
     values = dict(inputs, omode=omode, imode=imode)
 
     def run() -> Any:
@@ -369,7 +373,7 @@ def saddle(function: str, inp: dict[str, Any], native: bool = True) -> Evaluatio
     """min_x max_y f(x, y) and then max_y f(x, y) by gradient descent, the outer gradient
     differentiating the inner descent's gradients (programs/gradbench/saddle.rasm: derivative
     statements in both levels, forward or reverse as `function` says)."""
-    run = _nested("saddle", {"start": _f64(inp["start"])}, function)
+    run = _nested("saddle", {"start": _f64(inp["start"])}, function, native)
     return Evaluation(run, lambda m: [float(v) for v in m.read("r1")] +
                       [float(v) for v in m.read("r2")])
 
@@ -377,7 +381,7 @@ def saddle(function: str, inp: dict[str, Any], native: bool = True) -> Evaluatio
 def particle(function: str, inp: dict[str, Any], native: bool = True) -> Evaluation:
     """argmin_w of where the particle crosses the axis, by gradient descent over an Euler run
     whose steps take the potential's gradient (programs/gradbench/particle.rasm)."""
-    run = _nested("particle", {"w0": float(inp["w"])}, function)
+    run = _nested("particle", {"w0": float(inp["w"])}, function, native)
     return Evaluation(run, lambda m: float(m.read("w")))
 
 

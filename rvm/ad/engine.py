@@ -927,6 +927,10 @@ class GradFn(_core.GradFnBase):
         is a subprocess: calls go on, interpreted, meanwhile), then install it at a later
         call, between two calls, so that no call runs half one way and half the other."""
         if self._build is None:
+            from .. import native
+            if native.nested.has_statements(self.program):    # known now: no build
+                self._refuse(native.STATEMENT_GRADIENTS)
+                return
             self._build = threading.Thread(target=self._build_native, daemon=True,
                                            name="rvm-native-build")
             self._build.start()

@@ -20,9 +20,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import lanes, tangent
+from . import codegen, lanes, nested, tangent
 from .build import BuildError, build, cache_dir, compiler
-from .codegen import ABI, Unsupported, generate
+from .codegen import ABI, Unsupported
 
 __all__ = ["Native", "BuildError", "Unsupported", "compile_program", "compile_tangent",
            "compile_tangent_scalar", "compile_lanes", "compile_run_lanes", "for_program",
@@ -70,6 +70,19 @@ def _entries(lib, path, names: Iterable[str]) -> list[int]:
     return [ctypes.cast(getattr(lib, name), ctypes.c_void_p).value for name in names]
 
 
+# the runs of a program with derivative statements are native (nested.py); its gradients not
+STATEMENT_GRADIENTS = Unsupported("derivative statements: the program's gradients run "
+                                  "interpreted (its runs have native code)")
+
+
+def generate(program, wrt: Iterable[int] | None = None) -> str:
+    """The C of `program`'s forward run, adjoint sweep and backward run (codegen.py; with
+    derivative statements, nested.py).  Raises Unsupported for what it does not cover."""
+    if nested.has_statements(program):
+        return nested.generate(program)
+    return codegen.generate(program, wrt)
+
+
 def compile_program(program, wrt: Iterable[int] | None = None) -> Native:
     """Generate, build (or find in the cache) and load `program`'s native code.  wrt: the
     addresses of the only cells whose gradient its adjoint sweep must give (the sweep then
@@ -78,6 +91,8 @@ def compile_program(program, wrt: Iterable[int] | None = None) -> Native:
     program, BuildError without a working C compiler."""
     t0 = time.perf_counter()
     cells = None if wrt is None else frozenset(int(a) for a in wrt)
+    if cells is not None and nested.has_statements(program):
+        raise STATEMENT_GRADIENTS
     lib, path, built = build(generate(program, cells))
     addr = _entries(lib, path, ("rvm_native_forward", "rvm_native_backward",
                                 "rvm_native_run_backward"))

@@ -149,6 +149,12 @@ PROVE = True
 MAX_NATIVE_DEPTH = 2000
 
 
+# the families whose row's first operand is a call site: calls, and the derivative statements,
+# which call their function forward and back (rvm/native/nested.py)
+STATEMENTS = ("addgrad", "subgrad", "addjvp", "subjvp")
+CALLING = ("call", "uncall") + STATEMENTS
+
+
 class Unsupported(Exception):
     """The program uses something the generator does not translate (the reason says what)."""
 
@@ -247,7 +253,7 @@ def param_reach(program) -> list[list[tuple[int, int]]]:
     sites = []
     for fi, f in enumerate(program.functions):
         for row in program.code[f.begin:f.end + 1]:
-            if ops[int(row[0])].family in ("call", "uncall"):
+            if ops[int(row[0])].family in CALLING:
                 sites.append((fi, program.callsites[int(row[1])]))
     reach = [[(0, 0)] * len(f.params) for f in program.functions]
 
@@ -546,19 +552,53 @@ class _Fn:
             body += self.rule(op, c, ptr, pc)
         self.emit(f"L{pc}: {{ n++; " + " ".join(body) + " }")
 
+    def variant(self, fi: int, e: int, rules) -> str:
+        """The C name of function fi's variant run in direction e with `rules`, which this
+        variant calls (generated too, if new)."""
+        callee = (fi, e, rules)
+        self.calls[callee] = self.calls.get(callee, 0) + 1
+        if callee not in self.names:
+            self.names[callee] = f"f{fi}_{'f' if e > 0 else 'b'}{self.MODES[rules][1]}"
+            self.needed.append(callee)
+        return self.names[callee]
+
     def call(self, c, forward: bool, pc: int) -> list[str]:
         """do_call, the callee and do_return's check on the caller's side: bind the call
         site's arguments (their checks), push the frame, run the callee's variant."""
-        p = self.p
-        site = p.callsites[c[1]]
+        site = self.p.callsites[c[1]]
         fi = site.func
-        g = p.functions[fi]
+        g = self.p.functions[fi]
+        name = self.variant(fi, 1 if forward else -1, self.rules)
+        out, xargs = self.bind_args(site, pc)
+        nfp = f"fp + {self.fs}"
+        out.append(self.write_back())
+        spans = self.clears(fi)
+        for arr in self.duals:                         # ad_frame
+            out.append(self.frame_clear(arr, nfp, g.frame_size, spans[arr]))
+        out.append(self.peaks(g.frame_size))
+        out.append(f"{{ i64 rc = {name}(st, {nfp}, cpa, cpl, depth + 1, "
+                   f"ptop + {len(self.f.params)}, &n); if (rc) {{ *np = n; return rc; }} }}")
+        out.append("bud = st->budget;")
+        out.append(self.reload())
+        for i, w, _idx in xargs:                       # the argument still names that cell
+            pre = []
+            ref, _ = self.cell(w, pc, pre)
+            out += pre + [f"if ({ref.ptr} - M != cpa[{i}]) BAIL({pc});"]
+        return out
+
+    def peaks(self, fs: int) -> str:
+        """C that records a callee's frame (fs cells) as the deepest frame top and depth."""
+        return (f"if (fp + {self.fs} + {fs} > st->peak_ftop) st->peak_ftop = "
+                f"fp + {self.fs} + {fs}; if (depth + 1 > st->peak_depth) "
+                "st->peak_depth = depth + 1;")
+
+    def bind_args(self, site, pc: int) -> tuple[list[str], list]:
+        """do_call's binding of the call site's arguments, on the caller's side: C that fills
+        cpa and cpl (the callee's parameter addresses and lengths) and gives up where the
+        interpreter traps; and the indexed scalar arguments, (parameter, word, index ref)."""
+        p = self.p
+        g = p.functions[site.func]
         npar = len(g.params)
-        callee = (fi, 1 if forward else -1, self.rules)
-        self.calls[callee] = self.calls.get(callee, 0) + 1
-        if callee not in self.names:
-            self.names[callee] = f"f{fi}_{'f' if forward else 'b'}{self.suffix}"
-            self.needed.append(callee)
         out = [f"i64 cpa[{max(npar, 1)}], cpl[{max(npar, 1)}];",
                f"if (depth + 1 > max_depth || depth + 1 > {MAX_NATIVE_DEPTH}) BAIL({pc});",
                f"if ({g.frame_size} > n_mem - (fp + {self.fs})) BAIL({pc});",
@@ -602,23 +642,7 @@ class _Fn:
                 if i in written or j in written:
                     out.append(f"if (cpl[{i}] > 0 && cpl[{j}] > 0 && cpa[{i}] < cpa[{j}] + "
                                f"cpl[{j}] && cpa[{j}] < cpa[{i}] + cpl[{i}]) BAIL({pc});")
-        nfp = f"fp + {self.fs}"
-        out.append(self.write_back())
-        spans = self.clears(fi)
-        for arr in self.duals:                         # ad_frame
-            out.append(self.frame_clear(arr, nfp, g.frame_size, spans[arr]))
-        out.append(f"if ({nfp} + {g.frame_size} > st->peak_ftop) st->peak_ftop = "
-                   f"{nfp} + {g.frame_size};")
-        out.append("if (depth + 1 > st->peak_depth) st->peak_depth = depth + 1;")
-        out.append(f"{{ i64 rc = {self.names[callee]}(st, {nfp}, cpa, cpl, depth + 1, "
-                   f"ptop + {len(self.f.params)}, &n); if (rc) {{ *np = n; return rc; }} }}")
-        out.append("bud = st->budget;")
-        out.append(self.reload())
-        for i, w, _idx in xargs:                       # the argument still names that cell
-            pre = []
-            ref, _ = self.cell(w, pc, pre)
-            out += pre + [f"if ({ref.ptr} - M != cpa[{i}]) BAIL({pc});"]
-        return out
+        return out, xargs
 
     def scalar_layout(self) -> bool:
         """Cell c's duals at c in their arrays (a mode with another layout overrides
@@ -1003,9 +1027,13 @@ def entries(program, variants: list[tuple[str, str, tuple[str, ...], str]],
     spans = spans or {}
     out = ["static const i64 rvm_no_params[1] = {0};"]
     for name, fn, arrs, what in variants:
+        # the mode the run is in, as the interpreter's vm.ad (a derivative statement reads it:
+        # nested.py): a sweep clears the adjoints, a run with tangents the tangents
+        ad = (2 if "adj" in arrs else 0) | (1 if "tan" in arrs else 0)
         out.append(f"i64 {name}(rvm_ns* st) {{   /* {what} */\n"
                    "    i64 n = st->steps + 1, rc;\n"
-                   "    st->stack_low = rvm_stack_low();\n" +
+                   "    st->stack_low = rvm_stack_low();\n"
+                   f"    st->nest = 0; st->ad = {ad}; st->nest_steps = 0;\n" +
                    "".join(f"    memset(st->{a} + {fp}, 0, {fs} * sizeof(double));\n"
                            if a not in spans else
                            f"    {clear('st->' + a, str(fp), spans[a])}\n" for a in arrs) +
