@@ -11,7 +11,8 @@ Pinned commit: f26651a7bcc120654fa895adecaf371b8cc059c5 (2025, "Allow tools to d
 multiple accepted outcomes for an eval (#658)").  Needs: a C++ compiler and make (the manual
 tool, built here with its Makefile: `make -C tools/manual bin/EVAL`; its cpp/json.hpp, which
 GradBench's cpp/Makefile downloads, is taken from /usr/include/nlohmann when present), and
-numpy, scipy and pydantic for the evals; jax and torch for those tools (skipped if missing).
+numpy, scipy and pydantic for the evals (ht's also dataclasses-json); jax and torch for those
+tools (skipped if missing).
 
 For each eval the driver starts the eval (`python python/gradbench/gradbench/evals/E/run.py`,
 in DIR: its validator runs tools/manual/bin/E) and a tool, and forwards each message of the
@@ -45,7 +46,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 PINNED = "f26651a7bcc120654fa895adecaf371b8cc059c5"
 DEFAULT_JSON = ROOT / "benchmarks" / "out" / "gradbench.json"
-EVALS = ["lse", "llsq", "det", "ode", "kmeans", "gmm", "ba", "saddle", "particle"]
+EVALS = ["lse", "llsq", "det", "ode", "kmeans", "gmm", "ba", "ht", "saddle", "particle"]
 # nested AD: four variants (forward or reverse mode outside and inside), each a derivative
 NESTED = {"saddle", "particle"}
 TOOLS = ["rvm", "manual", "jax", "pytorch"]
@@ -59,17 +60,43 @@ CLOSED_FORM = {"ode", "kmeans"}
 EXTRA_TOOLS = ["finite"]
 DERIVATIVE = {"lse": "gradient", "llsq": "gradient", "det": "gradient", "ode": "gradient",
               "kmeans": "dir", "gmm": "jacobian", "ba": "jacobian",
+              "ht": "jacobian",
               "saddle": "ff, fr, rf, rr", "particle": "ff, fr, rf, rr"}
 # the evals each GradBench tool implements at the pinned commit (tools/*/evals.txt)
 SUPPORTED = {"jax": {"gmm", "kmeans", "llsq", "lse", "ode"},
              "pytorch": {"gmm", "kmeans", "lse"},
-             "manual": {"ba", "det", "gmm", "kmeans", "llsq", "lse", "ode"},
+             "manual": {"ba", "det", "gmm", "ht", "kmeans", "llsq", "lse", "ode"},
              "finite": {"saddle", "particle"}}
 # --quick: the first sizes of each eval's defaults, repeated for at least 0.1 s
 QUICK = {"lse": ["-n", "2500", "20000"], "llsq": ["-n", "16", "1024"], "det": ["-l", "5", "7"],
          "ode": ["-n", "1000", "-s", "1", "10"], "kmeans": ["-k", "10", "-n", "1000", "-d", "8"],
          "gmm": ["-d", "2", "10", "-k", "5", "10"], "ba": ["--min", "1", "--max", "2"],
+         "ht": ["--min", "1", "--max", "2"],
          "saddle": [], "particle": []}
+
+
+def ht_sizes(gb: Path, args: list[str]) -> tuple[list[str], str | None]:
+    """ht's arguments with its sizes cut to the data files the checkout has (the eval's
+    run.py crashes on a missing hand file: at the pinned commit's snapshot here,
+    hand12_t26_c100000.txt, the largest, is missing from complicated_big and complicated_small,
+    the eval's default being complicated_big, 1..12), and a note saying which are skipped."""
+    def opt(name: str, default: str) -> str:
+        return args[args.index(name) + 1] if name in args else default
+    lo, hi = int(opt("--min", "1")), int(opt("--max", "12"))
+    folder = f"{opt('--variant', 'complicated')}_{opt('--model', 'big')}"
+    data = gb / "evals" / "ht" / "data" / folder
+    have = [i for i in range(lo, hi + 1) if next(data.glob(f"hand{i}_*.txt"), None)]
+    missing = [i for i in range(lo, hi + 1) if i not in have]
+    if not missing:
+        return args, None
+    if not have or have != list(range(lo, max(have) + 1)):
+        raise SystemExit(f"ht: evals/ht/data/{folder} lacks hand files "
+                         f"{', '.join(map(str, missing))} within {lo}..{hi}")
+    rest = [a for i, a in enumerate(args) if a != "--max" and
+            (i == 0 or args[i - 1] != "--max")]
+    return rest + ["--max", str(max(have))], \
+        f"ht: skipping {', '.join(f'hand{i}' for i in missing)}: not in " \
+        f"evals/ht/data/{folder} of this checkout (running hand{lo}..hand{max(have)})"
 
 
 def tool_command(tool: str, gb: Path) -> list[str]:
@@ -390,6 +417,10 @@ def main(argv: list[str] | None = None) -> int:
     out: dict[str, Any] = {"gradbench_commit": commit, "quick": a.quick, "evals": {}}
     for ev in evals:
         args = list(QUICK[ev]) if a.quick else []
+        if ev == "ht":
+            args, note = ht_sizes(gb, args)
+            if note:
+                print(f"  {note}", flush=True)
         if min_seconds is not None:
             args += ["--min-seconds", str(min_seconds)]
         results = {}

@@ -12,7 +12,8 @@ tool.py times that callable only.
 Modes: `primal`/`objective`/`cost` run the program forward (`Machine(native=True)`: native
 code); gradients are one adjoint sweep (`rvm.grad_fn`, native code);
 kmeans's gradient and Hessian diagonal are one tangent-over-adjoint sweep (`rvm.derivatives`
-with a direction, native code too); saddle and particle are forward runs whose derivative
+with a direction, native code too); ht's Jacobian is tangent runs, one per column
+(`rvm.jvp_batch`, native code); saddle and particle are forward runs whose derivative
 statements run nested modes (native code too)."""
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ import rvm
 
 ROOT = Path(__file__).resolve().parents[2]
 PROGRAMS = ROOT / "programs" / "gradbench"
-EVALS = ("lse", "llsq", "det", "ode", "kmeans", "gmm", "ba", "saddle", "particle")
+EVALS = ("lse", "llsq", "det", "ode", "kmeans", "gmm", "ba", "ht", "saddle", "particle")
 
 _DECL = re.compile(r"^(?P<head>(input|inout|output|global|const)\s+(?P<name>\w+)\s*:\s*\w+)"
                    r"(?P<len>\[\d+\])?(?P<init>\s*=\s*[^;]*?)?(?P<tail>\s*(;.*)?)$", re.M)
@@ -347,6 +348,113 @@ def ba(function: str, inp: dict[str, Any], native: bool = True) -> Evaluation:
     return Evaluation(jacobian, sparse)
 
 
+def ht_pose_map(n_bones: int) -> np.ndarray:
+    """Per bone b and Euler angle c, the theta index of pose_params(c, b + 3) in the C++
+    reference's to_pose_params, or -1 where it is zero (ht.rasm's amap)."""
+    amap = np.full(3 * n_bones, -1, dtype=np.int64)
+    i_theta, i_pose = 6, 5
+    for _finger in range(5):
+        for i in range(2, 5):
+            if not 3 <= i_pose < n_bones + 3:
+                raise ValueError(f"ht: {n_bones} bones are too few for the 20 finger angles")
+            amap[3 * (i_pose - 3)] = i_theta
+            i_theta += 1
+            if i == 2:
+                amap[3 * (i_pose - 3) + 1] = i_theta
+                i_theta += 1
+            i_pose += 1
+        i_pose += 1
+    return amap
+
+
+def ht(function: str, inp: dict[str, Any], native: bool = True) -> Evaluation:
+    """The posed hand's residuals at the correspondences (programs/gradbench/ht.rasm), only
+    the vertices the correspondences use (each once) and only their bones of nonzero weight
+    given to the program, as entries sorted by bone (the reference skins every vertex with
+    every bone's weight, zeros included: the same sums, in the same order).  The Jacobian:
+    one tangent run per column (`rvm.jvp_batch`, native code), seeded at one theta each and,
+    for complicated inputs, at every u0 (every u1) at once: a residual depends on its own
+    correspondence's u only, so those two runs give the two u columns (the reference's
+    layout: [d/du0, d/du1, d/dtheta...] per residual row)."""
+    model, data = inp["data"]["model"], inp["data"]
+    theta = _f64(inp["theta"])
+    parents = np.asarray(model["parents"], dtype=np.int64)
+    nb = len(parents)
+    if len(theta) != 26 or any(p >= b for b, p in enumerate(parents)):
+        raise ValueError("ht: theta must have 26 values and each bone's parent come before it")
+    br, iba = _f64(model["base_relatives"]), _f64(model["inverse_base_absolutes"])
+    base = np.asarray(model["base_positions"], dtype=np.float64)      # (vertices, 4)
+    weights = np.asarray(model["weights"], dtype=np.float64)          # (vertices, bones)
+    if not np.all(base[:, 3] == 1.0):
+        raise ValueError("ht: base positions must be homogeneous (fourth coordinate 1)")
+    corr = np.asarray(data["correspondences"], dtype=np.int64)
+    points = np.asarray(data["points"], dtype=np.float64).reshape(len(corr), 3)
+    us = np.asarray(inp["us"], dtype=np.float64).reshape(-1, 2)
+    tri = len(us) > 0
+    npts = len(corr)
+    verts = np.asarray(model["triangles"], dtype=np.int64)[corr] if tri else corr[:, None]
+    used, slot = np.unique(verts, return_inverse=True)
+    slot = slot.reshape(verts.shape)
+    wu = weights[used]                                                # (used, bones)
+    eb, ek = np.nonzero(wu.T)                                         # sorted by bone, vertex
+    bs = np.searchsorted(eb, np.arange(nb + 1))
+    ne = max(len(eb), 1)
+    pad = ne - len(eb)                                                # (no entry at all)
+    inputs: dict[str, Any] = {
+        "theta": theta, "amap": ht_pose_map(nb), "parent": parents, "br": br, "iba": iba,
+        "rowsign": np.array([-1.0 if model["is_mirrored"] else 1.0, 1.0, 1.0]),
+        "bs": bs.astype(np.int64),
+        "ek": np.concatenate([ek, np.zeros(pad, np.int64)]),
+        "ew": np.concatenate([wu[ek, eb], np.zeros(pad)])}
+    for j, name in enumerate(("bx", "by", "bz")):
+        inputs[name] = np.concatenate([base[used[ek], j], np.zeros(pad)])
+    inputs.update({"tri": int(tri), "ia": slot[:, 0], "ib": slot[:, 1 if tri else 0],
+                   "ic": slot[:, 2 if tri else 0],
+                   "u0": np.ascontiguousarray(us[:, 0]) if tri else np.zeros(npts),
+                   "u1": np.ascontiguousarray(us[:, 1]) if tri else np.zeros(npts)})
+    inputs.update({f"pt{j}": np.ascontiguousarray(points[:, j]) for j in range(3)})
+    nu = len(used)
+    lengths = {"amap": 3 * nb, "parent": nb, "br": 16 * nb, "iba": 16 * nb, "bs": nb + 1,
+               "ang": 3 * nb, "rr": 9 * nb, "rel": 16 * nb, "ab": 16 * nb, "tr": 12 * nb}
+    lengths.update({n: nb for n in ("cx", "sx", "cy", "sy", "cz", "sz")})
+    lengths.update({n: ne for n in ("ek", "ew", "bx", "by", "bz", "q0", "q1", "q2")})
+    lengths.update({n: nu for n in ("sk0", "sk1", "sk2", "g0", "g1", "g2")})
+    lengths.update({n: npts for n in ("ia", "ib", "ic", "u0", "u1", "pt0", "pt1", "pt2",
+                                       "err0", "err1", "err2", "w2", "hp0", "hp1", "hp2")})
+    prog = program("ht", tuple(sorted(lengths.items())))
+    outs = ("err0", "err1", "err2")
+    if function == "objective":
+        r = Runner(prog, inputs, native)
+        fw = r.forward(*outs)
+
+        def objective(o: Any) -> Any:
+            return np.stack(o, axis=1).ravel().tolist()
+        return Evaluation(fw, objective)
+    # the tangent seeds, one row per column of the Jacobian
+    ncols = 26 + 2 * tri
+    seeds: dict[str, np.ndarray] = {"theta": np.zeros((ncols, 26))}
+    seeds["theta"][2 * tri:, :] = np.eye(26)
+    if tri:
+        seeds["u0"], seeds["u1"] = np.zeros((ncols, npts)), np.zeros((ncols, npts))
+        seeds["u0"][0], seeds["u1"][1] = 1.0, 1.0
+    J = np.empty((npts, 3, ncols))
+    if native:
+        rvm.jvp_batch(prog, inputs, seeds, threads=1)   # builds the native code (untimed)
+
+    def jacobian() -> Any:
+        if native:          # one C call: the runs one after the other, on one thread
+            t = rvm.jvp_batch(prog, inputs, seeds, threads=1)
+            for j, name in enumerate(outs):
+                J[:, j, :] = t[name].T
+            return J
+        for c in range(ncols):          # interpreted (jvp_batch would build native code)
+            tc = rvm.jvp(prog, inputs, {n: v[c] for n, v in seeds.items()}, native=False)
+            for j, name in enumerate(outs):
+                J[:, j, c] = tc[name]
+        return J
+    return Evaluation(jacobian, lambda J: J.reshape(3 * npts, ncols).tolist())
+
+
 # GradBench's nested-AD variants: (outer mode, inner mode) of the programs, 1 forward, 0 reverse
 NESTED_MODES = {"ff": (1, 1), "fr": (1, 0), "rf": (0, 1), "rr": (0, 0)}
 
@@ -386,7 +494,7 @@ def particle(function: str, inp: dict[str, Any], native: bool = True) -> Evaluat
 
 
 MODULES: dict[str, Callable[..., Evaluation]] = {
-    "lse": lse, "llsq": llsq, "det": det, "ode": ode, "kmeans": kmeans, "gmm": gmm, "ba": ba,
+    "lse": lse, "llsq": llsq, "det": det, "ode": ode, "kmeans": kmeans, "gmm": gmm, "ba": ba, "ht": ht,
     "saddle": saddle, "particle": particle}
 
 
