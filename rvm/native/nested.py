@@ -166,6 +166,20 @@ class _NestFn(_TanFn):
             return f"pa[{q}]", f"pl[{q}]"
         raise Unsupported(f"pc {pc}: a derivative operand of mode {m}")
 
+    def index_check(self, xargs: list, pc: int) -> str:
+        """do_return's check, after each of a statement's nested runs, that f's indexed
+        scalar arguments (`f(x[j], ...)`) still name the cells bound to them (f may have
+        changed j): the interpreter traps (AliasError) where one does not.  The promoted
+        cells are read again first (the nested run wrote memory)."""
+        if not xargs:
+            return ""
+        out = [self.reload()]
+        for i, w, _idx in xargs:
+            pre: list[str] = []
+            ref, _ = self.cell(w, pc, pre)
+            out += pre + [f"if ({ref.ptr} - M != cpa[{i}]) BAIL({pc});"]
+        return " ".join(out)
+
     def statement(self, pc: int) -> None:
         """do_deriv of rvm/_nested.pxi as C: f forward and back on the next level's duals."""
         c = [int(v) for v in self.code[pc]]
@@ -196,7 +210,7 @@ class _NestFn(_TanFn):
         if outer is None:
             self.emit(f"L{pc}: {{ n++; BAIL({pc}); }}")
             return
-        bind, _ = self.bind_args(site, pc)
+        bind, xargs = self.bind_args(site, pc)
         top = f"(fp + {self.fs})"                     # vm.ftop: the caller's frame top
         own = len(self.f.params)
         args = f"(st, {top}, cpa, cpl, depth + 1, ptop + {own}, &n)"
@@ -252,7 +266,7 @@ class _NestFn(_TanFn):
               "st->sadj = st->n_sadj[lvl]; st->sadjt = st->n_sadjt[lvl]; st->nest = lvl;",
               self.peaks(g.frame_size),
               f"st->ad = {ad_f}; rc = {fname}{args};",
-              "if (rc == 0) {"]
+              f"if (rc == 0) {{ {self.index_check(xargs, pc)}"]
         if jvp:
             b.append("R = nT[oa];")
         if bwd is not False:
@@ -268,7 +282,8 @@ class _NestFn(_TanFn):
         elif bwd == "at":
             b.append(" ".join(f"memset({a} + {top}, 0, {fs} * sizeof(double));"
                               for a in ("nT", "nA", "nAT")))
-        b += [f"st->ad = {ad_b}; rc = {bname}{args}; }}",
+        b += [f"st->ad = {ad_b}; rc = {bname}{args}; "
+              f"if (rc == 0) {{ {self.index_check(xargs, pc)} }} }}",
               "st->tan = o_tan; st->adj = o_adj; st->adjt = o_adjt; st->stan = o_stan; "
               "st->sadj = o_sadj; st->sadjt = o_sadjt; st->ad = o_ad; st->nest = lvl - 1;",
               "if (rc) { *np = n; return rc; }",
