@@ -189,6 +189,17 @@ def test_ht_mirrored_and_identity_rotation():
     np.testing.assert_allclose(got, reference(theta, us, inp), rtol=0, atol=1e-12)
 
 
+def test_ht_dense_gives_the_same(monkeypatch):
+    """RVM_HT_DENSE=1 (every vertex, every bone, as the reference computes) gives the same
+    objective and Jacobian."""
+    inp = random_hand(3, True)
+    sparse = [programs.prepare("ht", f, inp, native=False)() for f in ("objective", "jacobian")]
+    monkeypatch.setenv("RVM_HT_DENSE", "1")
+    dense = [programs.prepare("ht", f, inp, native=False)() for f in ("objective", "jacobian")]
+    np.testing.assert_allclose(dense[0], sparse[0], rtol=0, atol=1e-14)
+    np.testing.assert_allclose(dense[1], sparse[1], rtol=0, atol=1e-13)
+
+
 def test_ht_pose_map():
     """theta's 20 finger angles: two of each finger's second bone, one of its third and
     fourth (the reference's to_pose_params); the first bone of each finger and the wrist

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -375,7 +376,11 @@ def ht(function: str, inp: dict[str, Any], native: bool = True) -> Evaluation:
     one tangent run per column (`rvm.jvp_batch`, native code), seeded at one theta each and,
     for complicated inputs, at every u0 (every u1) at once: a residual depends on its own
     correspondence's u only, so those two runs give the two u columns (the reference's
-    layout: [d/du0, d/du1, d/dtheta...] per residual row)."""
+    layout: [d/du0, d/du1, d/dtheta...] per residual row).  RVM_HT_DENSE=1 gives the program
+    every vertex and every bone, as the reference computes (a like-for-like measurement: at
+    hand1 and hand2 of the eval's default big model, 10,000 vertices, with --interleave 3 the
+    objective took 2.6-2.8x manual's and the Jacobian 19-20x, manual's Jacobian propagating
+    each finger angle through its own bones only; as the tool runs by default, 0.09-0.12x)."""
     model, data = inp["data"]["model"], inp["data"]
     theta = _f64(inp["theta"])
     parents = np.asarray(model["parents"], dtype=np.int64)
@@ -393,10 +398,17 @@ def ht(function: str, inp: dict[str, Any], native: bool = True) -> Evaluation:
     tri = len(us) > 0
     npts = len(corr)
     verts = np.asarray(model["triangles"], dtype=np.int64)[corr] if tri else corr[:, None]
-    used, slot = np.unique(verts, return_inverse=True)
-    slot = slot.reshape(verts.shape)
-    wu = weights[used]                                                # (used, bones)
-    eb, ek = np.nonzero(wu.T)                                         # sorted by bone, vertex
+    if os.environ.get("RVM_HT_DENSE") == "1":
+        # the reference's work, for a like-for-like measurement: every vertex skinned with
+        # every bone's weight, zeros included
+        used, slot = np.arange(len(base)), verts
+        eb, ek = np.repeat(np.arange(nb), len(base)), np.tile(np.arange(len(base)), nb)
+        wu = weights
+    else:
+        used, slot = np.unique(verts, return_inverse=True)
+        slot = slot.reshape(verts.shape)
+        wu = weights[used]                                            # (used, bones)
+        eb, ek = np.nonzero(wu.T)                                     # sorted by bone, vertex
     bs = np.searchsorted(eb, np.arange(nb + 1))
     ne = max(len(eb), 1)
     pad = ne - len(eb)                                                # (no entry at all)
@@ -438,20 +450,59 @@ def ht(function: str, inp: dict[str, Any], native: bool = True) -> Evaluation:
         seeds["u0"], seeds["u1"] = np.zeros((ncols, npts)), np.zeros((ncols, npts))
         seeds["u0"][0], seeds["u1"][1] = 1.0, 1.0
     J = np.empty((npts, 3, ncols))
-    if native:
-        rvm.jvp_batch(prog, inputs, seeds, threads=1)   # builds the native code (untimed)
+    if not native:
+        def interpreted() -> Any:
+            for c in range(ncols):      # (rvm.jvp_batch would build native code)
+                tc = rvm.jvp(prog, inputs, {n: v[c] for n, v in seeds.items()}, native=False)
+                for j, name in enumerate(outs):
+                    J[:, j, c] = tc[name]
+            return J
+        return Evaluation(interpreted, lambda J: J.reshape(3 * npts, ncols).tolist())
+    # The tangent modes' code for tangents seeded at theta, u0 and u1 alone
+    # (rvm/native/activity.py then leaves out the tangents of the model's and the data's
+    # cells, which the code built for any differentiable global carries: 5-7% of a run),
+    # installed on the machine rvm.jvp_batch runs on (as kmeans installs its own), and the
+    # first call (jvp_batch: it checks the paths and leaves the machine's runner).
+    from rvm import _core
+    from rvm.ad import batches, engine
+    from rvm.api import batch_words
+    key = tuple(seeds)
+    m = batches._machines(prog, ("jvp", key), 1)[0]
+    cells = [a for g in prog.globals if g.name in seeds for a in range(g.addr, g.addr + g.size)]
+    rvm.native.compile_tangent(prog, cells, lanes=False).install(m.core)
+    ref = rvm.jvp_batch(prog, inputs, seeds, threads=1)
+    # Then each run is jvp_batch's native call alone (rvm/_tanrows.pxi's jvp_rows: the
+    # ncols tangent runs one after the other, in C): the inputs' words, the seeds and the
+    # outputs' addresses, which depend on the input only, are made here once (jvp_batch
+    # makes them at every call: 0.8 of its 2.6 ms at hand2), as the C++ tools keep their
+    # parsed input.
+    core = m.__dict__["_ad_runners"][(None, key)].core
+    in_addrs, def_words, row_addrs, rw = batch_words(m, {}, inputs, ncols)
+    rw = np.zeros((ncols, 0), dtype=np.int64)
+    seed_addrs = np.array(cells, dtype=np.int64)
+    seed_rows = np.ascontiguousarray(np.concatenate([seeds[g.name] for g in prog.globals
+                                                     if g.name in seeds], axis=1))
+    out_cells = engine.tangent_outputs(m)
+    if [o[0] for o in out_cells] != list(outs):
+        raise RuntimeError(f"ht: unexpected tangent outputs {out_cells}")
+    out_addrs = np.array([a + j for _, a, size, _ in out_cells for j in range(size)],
+                         dtype=np.int64)
+    flat = np.zeros((ncols, 3, npts))
+    status = np.ones(ncols, dtype=np.int64)
 
     def jacobian() -> Any:
-        if native:          # one C call: the runs one after the other, on one thread
-            t = rvm.jvp_batch(prog, inputs, seeds, threads=1)
-            for j, name in enumerate(outs):
-                J[:, j, :] = t[name].T
-            return J
-        for c in range(ncols):          # interpreted (jvp_batch would build native code)
-            tc = rvm.jvp(prog, inputs, {n: v[c] for n, v in seeds.items()}, native=False)
-            for j, name in enumerate(outs):
-                J[:, j, c] = tc[name]
+        status[:] = 1
+        if not _core.jvp_rows(core, in_addrs, def_words, row_addrs, rw, seed_addrs,  # type: ignore[attr-defined]
+                              seed_rows, out_addrs, flat.reshape(ncols, 3 * npts), status) \
+                or status.any():
+            t = rvm.jvp_batch(prog, inputs, seeds, threads=1)   # (it reports what failed)
+            flat[:] = np.stack([t[name] for name in outs], axis=1)
+        J[...] = flat.transpose(2, 1, 0)
         return J
+    # the cached call against jvp_batch's, bit for bit
+    jacobian()
+    if not all(np.array_equal(J[:, j, :], ref[name].T) for j, name in enumerate(outs)):
+        raise RuntimeError("ht: the cached jvp_rows call and rvm.jvp_batch disagree")
     return Evaluation(jacobian, lambda J: J.reshape(3 * npts, ncols).tolist())
 
 
