@@ -262,6 +262,11 @@ class _NestFn(_TanFn):
               "double* const o_sadj = st->sadj; double* const o_sadjt = st->sadjt; "
               "const i64 o_ad = st->ad, sp0 = st->sp, n0 = n; i64 rc; double R = 0.0; (void)R;",
               f"if (!st->n_stan[lvl] || !st->n_sadj[lvl] || !st->n_sadjt[lvl]) BAIL({pc});",
+              # the duals of the values below on the value stack start zero too (f may pop
+              # them), those the mode reads
+              " ".join(f"memset(st->n_{sa}[lvl], 0, st->sp * sizeof(double));"
+                       for a, sa in (("nT", "stan"), ("nA", "sadj"), ("nAT", "sadjt"))
+                       if a in used),
               "st->tan = nT; st->adj = nA; st->adjt = nAT; st->stan = st->n_stan[lvl]; "
               "st->sadj = st->n_sadj[lvl]; st->sadjt = st->n_sadjt[lvl]; st->nest = lvl;",
               self.peaks(g.frame_size),
