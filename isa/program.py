@@ -239,6 +239,34 @@ class Program:
     def op_at(self, pc: int):
         return OPS[int(self.code[pc, 0])]
 
+    def pops_below_entry(self) -> list[bool]:
+        """Per function f: can a run of f (forward) pop a value it did not push, one its caller
+        left on the value stack?  Only if some row it runs is a pop: a `pop` of f or of a
+        function it calls, a `push` of one it uncalls (run backward, a push pops), and so on
+        down the calls (a derivative statement's own runs are its business).  A derivative
+        statement whose f cannot clears no value-stack duals below its start (rvm/_nested.pxi,
+        rvm/native/nested.py)."""
+        fams = [OPS[int(op)].family for op in self.code[:, 0]] if len(self.code) else []
+        out = []
+        for fi in range(len(self.functions)):
+            seen, todo, pops = {(fi, 1)}, [(fi, 1)], False
+            while todo and not pops:
+                g, d = todo.pop()
+                f = self.functions[g]
+                for pc in range(f.begin, f.end + 1):
+                    fam = fams[pc]
+                    if fam == ("pop" if d > 0 else "push"):
+                        pops = True
+                        break
+                    if fam in ("call", "uncall"):
+                        h = (self.callsites[int(self.code[pc, 1])].func,
+                             d if fam == "call" else -d)
+                        if h not in seen:
+                            seen.add(h)
+                            todo.append(h)
+            out.append(pops)
+        return out
+
     def __post_init__(self) -> None:
         self.code = np.ascontiguousarray(self.code, dtype=np.int64).reshape(-1, ROW_WIDTH)
         if self.lines is not None:

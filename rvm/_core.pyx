@@ -440,7 +440,9 @@ cdef class Core:
         if not np.isin(ops, [OP_ADDGRAD_F, OP_SUBGRAD_F, OP_ADDJVP_F, OP_SUBJVP_F]).any():
             return
         cap = max(vm.stack_cap, 1)
-        self._nest_duals = []
+        pops = np.array(self.program.pops_below_entry() + [False], dtype=np.uint8)
+        self._nest_duals = [pops]
+        vm.fn_pops_below = <uint8_t*>cnp.PyArray_DATA(pops)
         for lvl in range(1, NEST_LEVELS + 1):
             arrs = [np.zeros(vm.n_mem, dtype=np.float64) for _ in range(3)] + \
                 [np.zeros(cap, dtype=np.float64) for _ in range(3)]

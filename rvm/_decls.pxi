@@ -255,6 +255,7 @@ cdef struct VM:
     double* n_stan[3]
     double* n_sadj[3]
     double* n_sadjt[3]
+    uint8_t* fn_pops_below   # per function: may its run pop a value its caller pushed
     # the run's step cap, nested runs included: the instructions it may still run.  Every
     # vm_run takes its own instructions off as it returns (a derivative statement first takes
     # off those it ran so far), so a nested run reads what is left.  Then the nested

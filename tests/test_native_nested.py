@@ -164,3 +164,33 @@ def test_gradients_of_such_programs_stay_interpreted_by_name():
     assert fn.native.startswith("interpreted: derivative statements")
     with pytest.raises(RVMError):       # and the third order stays refused
         rvm.grad(rvm.assemble(NESTED), of="hg[0]", wrt=["x"], inputs={"omode": 0})
+
+
+def test_which_functions_may_pop_a_value_their_caller_pushed():
+    """Program.pops_below_entry: a derivative statement clears the value stack's duals below
+    it only for a function that may pop what it did not push (a pop, or a push run backward
+    by an uncall, anywhere down its calls)."""
+    prog = rvm.assemble("""
+global a: float
+func pusher(x: float) {
+    push x
+}
+func popper(x: float) {
+    pop x
+}
+func undoes(x: float) {
+    uncall pusher(x)
+}
+func calls(x: float) {
+    call popper(x)
+}
+func balanced(x: float) {
+    call pusher(x)
+    call popper(x)
+}
+func main() {
+}
+""")
+    got = dict(zip([f.name for f in prog.functions], prog.pops_below_entry()))
+    assert got == {"pusher": False, "popper": True, "undoes": True, "calls": True,
+                   "balanced": True, "main": False}

@@ -134,6 +134,7 @@ class _NestFn(_TanFn):
     INLINE_ROWS = -1                    # calls stay calls: gcc then inlines the helpers
     acts: dict = {}                     # no activity analysis: every rule in full
     reached: list = []                  # per function, globals_reached (set by generate())
+    pops: list = []                     # ... Program.pops_below_entry
 
     def rule(self, op, c, P, pc: int) -> list[str]:
         if self.rules in (False, True):
@@ -262,11 +263,12 @@ class _NestFn(_TanFn):
               "double* const o_sadj = st->sadj; double* const o_sadjt = st->sadjt; "
               "const i64 o_ad = st->ad, sp0 = st->sp, n0 = n; i64 rc; double R = 0.0; (void)R;",
               f"if (!st->n_stan[lvl] || !st->n_sadj[lvl] || !st->n_sadjt[lvl]) BAIL({pc});",
-              # the duals of the values below on the value stack start zero too (f may pop
-              # them), those the mode reads
+              # the duals of the values below on the value stack start zero too, those the
+              # mode reads, when f may pop one (Program.pops_below_entry; else it writes
+              # every slot it reaches first)
               " ".join(f"memset(st->n_{sa}[lvl], 0, st->sp * sizeof(double));"
                        for a, sa in (("nT", "stan"), ("nA", "sadj"), ("nAT", "sadjt"))
-                       if a in used),
+                       if a in used and self.pops[site.func]),
               "st->tan = nT; st->adj = nA; st->adjt = nAT; st->stan = st->n_stan[lvl]; "
               "st->sadj = st->n_sadj[lvl]; st->sadjt = st->n_sadjt[lvl]; st->nest = lvl;",
               self.peaks(g.frame_size),
@@ -327,7 +329,8 @@ def generate(program, wrt=None) -> str:
     modes they run in.  `wrt` is ignored: no activity analysis follows the statements, so
     every rule runs in full."""
     main = program.main
-    fn = type("_NestFnP", (_NestFn,), {"reached": globals_reached(program)})
+    fn = type("_NestFnP", (_NestFn,), {"reached": globals_reached(program),
+                                        "pops": program.pops_below_entry()})
     protos, bodies = functions(program, {(main, 1, False): "main_f", (main, -1, True): "main_ba",
                                          (main, -1, False): "main_b"}, fn)
     head = PRELUDE + ABI_FN + RELEASE + SPANS
