@@ -199,16 +199,16 @@ def differential(text: str, inputs: dict | None = None, max_steps: int | None = 
     return ri[0], mn.core.native_run_bails
 
 
-@pytest.mark.parametrize("seed", range(8))
+# seeds of programs quick to compile (the file stays near 30 s on two cores); seed 6's
+# program traps (a residue), the others run natively to the end.  A longer sweep:
+# for s in range(N): differential(random_program(random.Random(s)))
+SEEDS = {0: "ok", 2: "ok", 4: "ok", 5: "ok", 6: "NestingError", 7: "ok"}
+
+
+@pytest.mark.parametrize("seed", sorted(SEEDS))
 def test_random_programs_native_is_the_interpreter(seed):
-    differential(random_program(random.Random(seed)))
-
-
-def test_random_programs_are_native_runs():
-    """The generator's programs mostly run natively to the end (not all given up on)."""
-    outcomes = [differential(random_program(random.Random(s)))
-                for s in (1, 2)]
-    assert ("ok", 0) in outcomes
+    outcome, bails = differential(random_program(random.Random(seed)))
+    assert (outcome, bails) == (SEEDS[seed], 0 if SEEDS[seed] == "ok" else 1)
 
 
 CORNERS = HEAD.format(x0=0.7, x1=-0.4, s=1.3, v0=0.25, v1=-2.0, q=0.9, j=1, k=2, mode=0,
