@@ -745,6 +745,8 @@ class FunctionCompiler(ExprCompiler):
                 if write:
                     self.check_write(r)
             elif isinstance(o, (Name, Index)):
+                # typed first: an element's index (a literal one too) is an expression
+                self.typer.settle(o, self.typer.infer(o))
                 r = self.target(o) if write else self.operand(o, FLOAT)
             else:
                 raise Fail(o.pos, "E008", f"the {role} of `{what}` is a cell or an array, not "

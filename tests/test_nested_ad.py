@@ -270,3 +270,27 @@ def test_a_function_that_adds_its_output_twice_is_reported():
             "func main() {\n    g += grad f(x) wrt x\n}\n")
     with pytest.raises(NestingError, match="scratch output .* is not zero after"):
         rvm.run(rvm.assemble(text))
+
+
+def test_elements_with_literal_indexes_as_target_output_and_wrt():
+    """`g[1] += grad f(...) wrt x[0]`, an explicit output `o[2]`: elements whose index is a
+    literal (a TypeError in the assembler before)."""
+    prog = rvm.assemble("""
+input  x: float[2] = [0.5, 3.0]
+input  s: float = 2.0
+output g: float[2]
+output o: float[3]
+
+func f(out: float, x: float, s: float) {
+    out += x * x * x * s
+}
+
+func main() {
+    g[1] += grad f(x[0], s) wrt x[0]
+    g[0] += grad f(o[2], x[1], s) wrt s
+    g[1] -= jvp f(x[1], s) wrt x[1] along s
+}
+""")
+    out = rvm.run(prog).outputs
+    assert list(out["g"]) == [27.0, 3 * 0.25 * 2.0 - 3 * 9.0 * 2.0 * 2.0]
+    assert list(out["o"]) == [0.0, 0.0, 0.0]
