@@ -56,14 +56,16 @@ TOOLS = ["rvm", "manual", "jax", "pytorch"]
 # over manual's objective (the C++ primal), the yardstick of gradient cost / primal cost
 CLOSED_FORM = {"ode", "kmeans"}
 # GradBench's finite-difference C++ tool: a compiled reference for saddle and particle, which
-# manual, JAX and PyTorch do not implement (only with --tools ...,finite)
-EXTRA_TOOLS = ["finite"]
+# manual, JAX and PyTorch do not implement; jax-sync, GradBench's JAX tool with each call
+# waited for (gradbench_jax_sync.py) (only with --tools ...,finite / ...,jax-sync)
+EXTRA_TOOLS = ["finite", "jax-sync"]
 DERIVATIVE = {"lse": "gradient", "llsq": "gradient", "det": "gradient", "ode": "gradient",
               "kmeans": "dir", "gmm": "jacobian", "ba": "jacobian",
               "ht": "jacobian",
               "saddle": "ff, fr, rf, rr", "particle": "ff, fr, rf, rr"}
 # the evals each GradBench tool implements at the pinned commit (tools/*/evals.txt)
 SUPPORTED = {"jax": {"gmm", "kmeans", "llsq", "lse", "ode"},
+             "jax-sync": {"gmm", "kmeans", "llsq", "lse", "ode"},
              "pytorch": {"gmm", "kmeans", "lse"},
              "manual": {"ba", "det", "gmm", "ht", "kmeans", "llsq", "lse", "ode"},
              "finite": {"saddle", "particle"}}
@@ -105,6 +107,10 @@ def tool_command(tool: str, gb: Path) -> list[str]:
             "manual": [sys.executable, str(py / "cpp.py"), "manual"],
             "finite": [sys.executable, str(py / "cpp.py"), "finite"],
             "jax": [sys.executable, str(py / "tools" / "jax" / "run.py")],
+            # the same, each jitted call waited for (gradbench_jax_sync.py: GradBench's
+            # timing of an asynchronous dispatch is not the computation's)
+            "jax-sync": [sys.executable, str(ROOT / "benchmarks" / "gradbench_jax_sync.py"),
+                         str(py / "tools" / "jax" / "run.py")],
             "pytorch": [sys.executable, str(py / "tools" / "pytorch" / "run.py")]}[tool]
 
 
@@ -296,7 +302,7 @@ def table(eval_name: str, results: dict[str, dict[str, Any]]) -> list[dict[str, 
             # the tool's best derivative over manual's best objective, both interleaved
             row["x_manual_objective_interleaved"] = il["tool"] / oil["manual"] \
                 if il and oil else None
-            for ref in ("manual", "jax", "pytorch", "finite"):
+            for ref in ("manual", "jax", "pytorch", "finite", "jax-sync"):
                 r = times.get(ref, (None, None))[1]
                 row[f"x_{ref}"] = row["derivative"] / r["mean"] \
                     if row["derivative"] and r and r["mean"] else None
@@ -360,7 +366,7 @@ def chart(rows: list[dict[str, Any]], path: Path) -> None:
 
 def available(tool: str) -> str | None:
     """None if the tool can run here, else why not."""
-    mod = {"jax": "jax", "pytorch": "torch"}.get(tool)
+    mod = {"jax": "jax", "jax-sync": "jax", "pytorch": "torch"}.get(tool)
     if mod is None:
         return None
     try:
