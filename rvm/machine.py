@@ -1176,6 +1176,10 @@ class Machine:
 
     def _arith_reason(self, op: Op, row: list[int]) -> str | None:
         """The reference arithmetic's own explanation, computed from the unchanged operands."""
+        if op.family in _DERIV_FAMILIES:       # no reference arithmetic: the float add law's
+            how = "plus" if op.family in ("addgrad", "addjvp") else "minus"
+            return (f"{op.name}: the derivative, or the target {how} it, is not a finite float "
+                    f"(inf or nan)")
         vals = []
         for s, kind in enumerate(op.operands, start=1):
             if kind in ("y", "a"):

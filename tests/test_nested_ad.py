@@ -294,3 +294,24 @@ func main() {
     out = rvm.run(prog).outputs
     assert list(out["g"]) == [27.0, 3 * 0.25 * 2.0 - 3 * 9.0 * 2.0 * 2.0]
     assert list(out["o"]) == [0.0, 0.0, 0.0]
+
+
+def test_a_non_finite_derivative_is_reported_as_such():
+    """The statement's value law traps on inf; the report says what overflowed (it said
+    "addgrad.f is not a data instruction")."""
+    from rvm.errors import RangeError
+    prog = rvm.assemble("""
+input  x: float = 0.5
+output g: float
+func f(out: float, x: float) {
+    out += exp(x * 1419.0)
+}
+func main() {
+    g += grad f(x) wrt x
+}
+""", "nf.rasm")
+    with pytest.raises(RangeError) as e:
+        rvm.run(prog)
+    assert "addgrad.f: the derivative, or the target plus it, is not a finite float (inf or " \
+           "nan)" in str(e.value)
+    assert "not a data instruction" not in str(e.value)
