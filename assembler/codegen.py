@@ -800,6 +800,11 @@ class FunctionCompiler(ExprCompiler):
                 r = self.operand(o, p.type)
                 by_value.append(not (isinstance(o, (Name, Index)) or id(o) in ty.consts))
             refs.append(r)
+        for r in refs + [w] + ([v] if v is not None else []):
+            if overlaps(out, r):        # (check_aliases would call the output "the target")
+                raise Fail(r.pos, "E005", f"`{r.text}` is also the output `{out.text}` of "
+                                          f"`{what}`, the cell f adds its value into: the "
+                                          f"derivative is taken with respect to f's inputs")
         self.check_aliases([y, out], refs + [w] + ([v] if v is not None else []))
         hi = self.unit.pc
         k = self.unit.callsite(CallSite(callee.index, [

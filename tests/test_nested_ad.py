@@ -253,6 +253,8 @@ def _err(text: str) -> str:
     ("d += jvp f(x, c) wrt x", "E001", "`along`"),
     ("g += jvp f(x, c) wrt x along x", "E008", "the target of `jvp f` is a cell"),
     ("d += grad f(x, c) wrt c + 1.0", "E008", "the wrt of `grad f` is a cell or an array"),
+    ("d += grad f(c, x, c) wrt c", "E005", "`c` is also the output `c` of `grad f`, the cell f "
+     "adds its value into: the derivative is taken with respect to f's inputs"),
 ])
 def test_errors_are_diagnostics(body, code, words):
     text = ("input x: float[2]\ninput c: float\noutput g: float[2]\noutput d: float\n"
