@@ -12,6 +12,7 @@ import copy
 
 import numpy as np
 
+from isa.derivatives import DERIVATIVE_FAMILIES
 from isa.table import INVERSE, OP_BY_NAME, OPS
 
 _JMP = OP_BY_NAME["jmp"].code
@@ -21,7 +22,7 @@ _UNCALL = OP_BY_NAME["uncall"].code
 # derivative statements call their function too: in a whole-program inversion the callee is
 # inverted (its value negated), so `g += grad f` stays `g += grad f'` = `g -= grad f`
 _CALLERS = {_CALL, _UNCALL} | {op.code for op in OPS
-                               if op.family in ("addgrad", "subgrad", "addjvp", "subjvp")}
+                               if op.family in DERIVATIVE_FAMILIES}
 _PC_SLOT = 1 + OPS[_JMP].operands.index("pc")
 
 

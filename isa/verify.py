@@ -39,6 +39,7 @@ from collections import Counter
 
 import numpy as np
 
+from isa.derivatives import DERIVATIVE_FAMILIES
 from isa.functions import CMP_ALWAYS, FN1, FN2
 from isa.table import OPS, ROW_WIDTH
 from isa.types import FLOAT, INT, INT64_MAX, INT64_MIN, MAX_FRACTION_BITS, TYPE_NAMES, NumType
@@ -74,7 +75,6 @@ ROLES = (INPUT, OUTPUT, INOUT, GLOBAL)
 _OP = {op.name: op.code for op in OPS}
 _JMP, _JOIN, _BEGIN, _END = _OP["jmp"], _OP["join"], _OP["begin"], _OP["end"]
 _CALL, _UNCALL = _OP["call"], _OP["uncall"]
-_DERIVS = ("addgrad", "subgrad", "addjvp", "subjvp")
 _CONDITIONS = ("jmp", "join", "assert")     # their operands are unused by an `always`
 _PC_SLOT = 1 + OPS[_JMP].operands.index("pc")
 _CC_SLOT = 1 + OPS[_JMP].operands.index("cc")
@@ -690,7 +690,7 @@ class _Verifier:
                         forks.append(pc)
                 elif kind == "callsite":
                     self.check_call(where, fi, w)
-                    if op.family in _DERIVS:
+                    if op.family in DERIVATIVE_FAMILIES:
                         self.check_deriv(where, fi, op, row)
                 elif kind == "trace":
                     if not 0 <= w < len(self._traces):

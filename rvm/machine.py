@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from isa.arith import ArithTrap, execute
+from isa.derivatives import DERIVATIVE_FAMILIES
 from isa.functions import CMP_ALWAYS, CMP_SYMBOLS, FN1, FN2, cond_parts
 from isa.table import OPS, Op
 from isa.types import FLOAT, INT, NumType
@@ -73,7 +74,6 @@ _NEST_WHY = {
 }
 
 _NEST_STOPS = {1: "the step limit", 2: "interrupted", 3: "a trap"}
-_DERIV_FAMILIES = ("addgrad", "subgrad", "addjvp", "subjvp")
 
 __all__ = ["Machine", "TraceEvent", "UnknownName", "describe_operand", "format_instruction"]
 
@@ -655,7 +655,7 @@ class Machine:
                               f"cannot go on from there: reset it", at, self.direction, {})
         pc = self.pc
         if 0 <= pc < len(self.program.code) and \
-                OPS[int(self.core.code[pc, 0])].family in _DERIV_FAMILIES:
+                OPS[int(self.core.code[pc, 0])].family in DERIVATIVE_FAMILIES:
             text += (" (the next instruction is a derivative statement, and its nested runs "
                      "count as steps too)")
         return self._make(StepLimit, text, pc, self.direction, {})
@@ -1176,7 +1176,7 @@ class Machine:
 
     def _arith_reason(self, op: Op, row: list[int]) -> str | None:
         """The reference arithmetic's own explanation, computed from the unchanged operands."""
-        if op.family in _DERIV_FAMILIES:       # no reference arithmetic: the float add law's
+        if op.family in DERIVATIVE_FAMILIES:    # no reference arithmetic: the float add law's
             how = "plus" if op.family in ("addgrad", "addjvp") else "minus"
             return (f"{op.name}: the derivative, or the target {how} it, is not a finite float "
                     f"(inf or nan)")

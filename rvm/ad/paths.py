@@ -32,12 +32,11 @@ import weakref
 from collections import defaultdict, deque
 from dataclasses import dataclass
 
-from isa.derivatives import DIFFERENTIABLE
+from isa.derivatives import DERIVATIVE_FAMILIES, DIFFERENTIABLE
 from isa.program import MODE_G, MODE_L, MODE_N, MODE_P, MODE_X, Program, operand_parts
 from isa.table import CONTROL, DATA, OPS
 
 Loc = tuple
-_DERIVATIVE = ("addgrad", "subgrad", "addjvp", "subjvp")
 _ARG_SCALAR = -2        # dlen of a derivative statement whose operands are cells
 
 
@@ -156,7 +155,7 @@ class _Graph:
                     if op.family in ("call", "uncall"):
                         self.bind(fi, words[0])
                     continue
-                if op.family in _DERIVATIVE:
+                if op.family in DERIVATIVE_FAMILIES:
                     self.derivative(fi, op.family, words)
                     continue
                 if DATA not in op.flags or op.family in ("alloc", "free"):

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from isa.derivatives import DERIVATIVE_FAMILIES
 from isa.functions import CMP_ALWAYS, cond_parts
 
 from ..errors import Trap
@@ -35,8 +36,6 @@ from .cells import CellError, Ref, Scope
 
 __all__ = ["Breakpoint", "Watchpoint", "Stop", "Write", "Session", "DebugError"]
 
-
-_DERIVATIVE_OPS = ("addgrad", "subgrad", "addjvp", "subjvp")
 
 class DebugError(CellError):
     """A command that cannot be carried out (bad location, time outside the run, ...)."""
@@ -178,7 +177,7 @@ class Session:
         self.nested_in: dict[int, int] = {}
         todo = [(int(program.callsites[int(program.code[pc, 1])].func), pc)
                 for pc in range(len(program.code))
-                if program.op_at(pc).name.split(".")[0] in _DERIVATIVE_OPS]
+                if program.op_at(pc).name.split(".")[0] in DERIVATIVE_FAMILIES]
         while todo:
             fi, at = todo.pop()
             if fi in self.nested_in:
@@ -187,7 +186,7 @@ class Session:
             f = program.functions[fi]
             for pc in range(f.begin, f.end + 1):
                 name = program.op_at(pc).name.split(".")[0]
-                if name in ("call", "uncall") or name in _DERIVATIVE_OPS:
+                if name in ("call", "uncall") or name in DERIVATIVE_FAMILIES:
                     todo.append((int(program.callsites[int(program.code[pc, 1])].func), at))
 
     # ---- where the machine is -------------------------------------------------------------
