@@ -35,6 +35,7 @@ from isa.cgen import (
     operand_names,
 )
 from isa.derivatives import (
+    DERIVATIVE_FAMILIES,
     PF_DIF,
     PF_DIV,
     PF_FN1,
@@ -151,7 +152,7 @@ MAX_NATIVE_DEPTH = 2000
 
 # the families whose row's first operand is a call site: calls, and the derivative statements,
 # which call their function forward and back (rvm/native/nested.py)
-STATEMENTS = ("addgrad", "subgrad", "addjvp", "subjvp")
+STATEMENTS = DERIVATIVE_FAMILIES
 CALLING = ("call", "uncall") + STATEMENTS
 
 
@@ -580,8 +581,17 @@ class _Fn:
                    f"ptop + {len(self.f.params)}, &n); if (rc) {{ *np = n; return rc; }} }}")
         out.append("bud = st->budget;")
         out.append(self.reload())
-        for i, w, _idx in xargs:                       # the argument still names that cell
-            pre = []
+        out += self.index_check(xargs, pc)
+        return out
+
+    def index_check(self, xargs: list, pc: int) -> list[str]:
+        """do_return's check, after the callee ran, that its indexed scalar arguments
+        (`f(x[j], ...)`, bind_args' xargs) still name the cells bound to them (the callee may
+        have changed j): C that gives up where one does not (the interpreter's AliasError).
+        The promoted cells must have been read again."""
+        out = []
+        for i, w, _idx in xargs:
+            pre: list[str] = []
             ref, _ = self.cell(w, pc, pre)
             out += pre + [f"if ({ref.ptr} - M != cpa[{i}]) BAIL({pc});"]
         return out

@@ -167,19 +167,10 @@ class _NestFn(_TanFn):
             return f"pa[{q}]", f"pl[{q}]"
         raise Unsupported(f"pc {pc}: a derivative operand of mode {m}")
 
-    def index_check(self, xargs: list, pc: int) -> str:
-        """do_return's check, after each of a statement's nested runs, that f's indexed
-        scalar arguments (`f(x[j], ...)`) still name the cells bound to them (f may have
-        changed j): the interpreter traps (AliasError) where one does not.  The promoted
-        cells are read again first (the nested run wrote memory)."""
-        if not xargs:
-            return ""
-        out = [self.reload()]
-        for i, w, _idx in xargs:
-            pre: list[str] = []
-            ref, _ = self.cell(w, pc, pre)
-            out += pre + [f"if ({ref.ptr} - M != cpa[{i}]) BAIL({pc});"]
-        return " ".join(out)
+    def nested_index_check(self, xargs: list, pc: int) -> str:
+        """_Fn.index_check after each of a statement's nested runs, the promoted cells read
+        again first (the nested run wrote memory)."""
+        return " ".join([self.reload(), *self.index_check(xargs, pc)]) if xargs else ""
 
     def statement(self, pc: int) -> None:
         """do_deriv of rvm/_nested.pxi as C: f forward and back on the next level's duals."""
@@ -217,8 +208,8 @@ class _NestFn(_TanFn):
         args = f"(st, {top}, cpa, cpl, depth + 1, ptop + {own}, &n)"
         b = [*pre, *bind, self.write_back(),
              f"if (M[oa] != 0) BAIL({pc});",
-             f"if (st->nest >= {NEST_LEVELS}{' || (st->ad & ADJ)' if outer == 'tan' else ''})"
-             f" BAIL({pc});".replace("ADJ", str(ADJ)),
+             f"if (st->nest >= {NEST_LEVELS}"
+             f"{f' || (st->ad & {ADJ})' if outer == 'tan' else ''}) BAIL({pc});",
              "const i64 lvl = st->nest + 1;",
              "double* const nT = st->n_tan[lvl]; double* const nA = st->n_adj[lvl]; "
              "double* const nAT = st->n_adjt[lvl];",
@@ -273,7 +264,7 @@ class _NestFn(_TanFn):
               "st->sadj = st->n_sadj[lvl]; st->sadjt = st->n_sadjt[lvl]; st->nest = lvl;",
               self.peaks(g.frame_size),
               f"st->ad = {ad_f}; rc = {fname}{args};",
-              f"if (rc == 0) {{ {self.index_check(xargs, pc)}"]
+              f"if (rc == 0) {{ {self.nested_index_check(xargs, pc)}"]
         if jvp:
             b.append("R = nT[oa];")
         if bwd is not False:
@@ -290,7 +281,7 @@ class _NestFn(_TanFn):
             b.append(" ".join(f"memset({a} + {top}, 0, {fs} * sizeof(double));"
                               for a in ("nT", "nA", "nAT")))
         b += [f"st->ad = {ad_b}; rc = {bname}{args}; "
-              f"if (rc == 0) {{ {self.index_check(xargs, pc)} }} }}",
+              f"if (rc == 0) {{ {self.nested_index_check(xargs, pc)} }} }}",
               "st->tan = o_tan; st->adj = o_adj; st->adjt = o_adjt; st->stan = o_stan; "
               "st->sadj = o_sadj; st->sadjt = o_sadjt; st->ad = o_ad; st->nest = lvl - 1;",
               "if (rc) { *np = n; return rc; }",
