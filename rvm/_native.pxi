@@ -53,7 +53,8 @@ cdef extern from "Python.h":
 
 cdef inline void native_nest(VM* vm, NativeState* st) noexcept nogil:
     """The native code's derivative statements: the machine's dual set per nesting level
-    (NULL in a program without statements), outside any nested run."""
+    (NULL in a program without statements).  (The level, mode and nested steps every entry
+    point sets itself: codegen.entries.)"""
     cdef int k
     for k in range(3):
         st.n_tan[k] = vm.n_tan[k]
@@ -62,9 +63,6 @@ cdef inline void native_nest(VM* vm, NativeState* st) noexcept nogil:
         st.n_stan[k] = vm.n_stan[k]
         st.n_sadj[k] = vm.n_sadj[k]
         st.n_sadjt[k] = vm.n_sadjt[k]
-    st.nest = 0
-    st.ad = 0
-    st.nest_steps = 0
 
 
 cdef int native_poll(NativeState* st) noexcept with gil:

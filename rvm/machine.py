@@ -546,21 +546,17 @@ class Machine:
     def _build_native(self) -> None:
         from . import native
         try:
-            self._native_built = self._for_program()
+            self._native_built = native.for_program(self.program)
         except (native.Unsupported, native.BuildError, OSError) as e:
             self._native_built = e
-
-    def _for_program(self) -> Any:
-        """rvm.native.for_program (derivative statements included: rvm/native/nested.py)."""
-        from . import native
-        return native.for_program(self.program)
 
     def compile(self) -> Any:
         """Compile the program to native code now (or find it in the cache) and make runs
         from a boundary use it; returns rvm.native.Native.  Raises rvm.native.Unsupported
         when the program uses what the generator does not cover (`trace`), BuildError without
         a C compiler."""
-        return self._install(self._for_program())
+        from . import native
+        return self._install(native.for_program(self.program))
 
     def _install(self, nat: Any) -> Any:
         from . import native
