@@ -33,9 +33,6 @@ from rvm.machine import Machine
 
 SMALL = dict(stack_cells=16, frame_cells=256, max_depth=32)
 tested: set[type] = set()
-# every test here on one worker under pytest -n (pyproject.toml: --dist loadgroup): the last
-# test checks the classes the others raised, which `tested` gathers in the worker's process
-pytestmark = pytest.mark.xdist_group("traps")
 
 
 def snapshot(m: Machine) -> tuple:
